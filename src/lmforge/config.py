@@ -1,0 +1,197 @@
+"""The typed schema of ``params.yaml``: the one configuration every stage reads.
+
+Every model rejects unknown keys, so a typo is an error rather than a silently ignored
+setting. Defaults are the reference constants (for cleaning: the TFDS C4 implementation),
+so an empty ``params.yaml`` is a valid one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+
+class ConfigError(ValueError):
+    """A configuration problem, with the offending key in the message."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+# ----------------------------------------------------------------------------- cleaning
+
+
+class LineRules(_Strict):
+    """C4's line and page rules, applied in the reference order (see ``cleaning/c4.py``).
+
+    Setting a rule's value to ``null`` (or ``false``) turns that rule off.
+    """
+
+    max_page_length: int | None = Field(190_000, ge=1, description="drop pages longer than this many characters")
+    max_word_length: int | None = Field(1000, ge=1, description="drop a line with a word longer than this")
+    citation_pattern: str | None = Field(
+        r"\[\d*\]|\[edit\]|\[citation needed\]", description="regex of citation markers removed from lines"
+    )
+    end_marks: list[str] | None = Field(
+        [".", "?", "!", '"'], description="a line must end with one of these (null: no end-mark rule)"
+    )
+    ellipsis: str | None = Field("...", description="a line ending with this is dropped")
+    min_words_per_line: int | None = Field(5, ge=1)
+    count_words_after_citation_removal: bool = Field(
+        True, description="TFDS counts words after removing citations; datatrove before"
+    )
+    lorem_ipsum: bool = Field(True, description="drop the whole page if a line contains 'lorem ipsum'")
+    javascript: bool = Field(True, description="drop lines containing 'javascript'")
+    curly_brace: bool = Field(True, description="drop the whole page if a kept line contains '{'")
+    policy_phrases: list[str] | None = Field(
+        ["terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies", "use cookies"]
+    )
+    min_sentences: int | None = Field(3, ge=1, description="drop pages with fewer sentences")
+
+    @field_validator("citation_pattern")
+    @classmethod
+    def _regex_compiles(cls, value: str | None) -> str | None:
+        import re
+
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"not a valid regular expression: {exc}") from exc
+        return value
+
+
+class UrlConfig(_Strict):
+    normalize: bool = True
+    dedup: bool = Field(True, description="keep only the newest page per normalised URL")
+    tracking_query_prefixes: list[str] = Field(
+        ["utm_", "ref", "feed"], description="a query string starting with one of these is removed"
+    )
+
+
+class LineDedupConfig(_Strict):
+    mode: Literal["lines", "sentence_spans", "off"] = Field(
+        "lines", description="'lines': C4 as published; 'sentence_spans': the paper's three-sentence spans"
+    )
+    span_sentences: int = Field(3, ge=1)
+    min_words_after_span_removal: int = Field(50, ge=0)
+
+
+class LanguageConfig(_Strict):
+    enabled: bool = True
+    backend: Literal["cld2", "langdetect"] = "cld2"
+    languages: list[str] = Field(["en"], min_length=1)
+    threshold: float = Field(0.99, ge=0.0, le=1.0)
+
+
+class BadWordsConfig(_Strict):
+    enabled: bool = True
+    path: str | None = Field(None, description="word list, one entry per line; null: the packaged LDNOOBW English list")
+
+
+class NearDedupConfig(_Strict):
+    enabled: bool = True
+    ngram: int = Field(5, ge=1)
+    bands: int = Field(14, ge=1)
+    rows: int = Field(8, ge=1)
+    seed: int = Field(1, ge=0)
+    verify_threshold: float | None = Field(
+        0.7,
+        ge=0.0,
+        le=1.0,
+        description="keep an LSH candidate pair only if its signature similarity reaches this (null: no check)",
+    )
+
+
+class CleanConfig(_Strict):
+    inputs: list[str] = Field(["stdlib"], min_length=1, description="paths, 'stdlib', or 'hf:NAME?config=..&split=..'")
+    output: str = "data/clean"
+    shard_size: int = Field(2000, ge=1, description="documents per shard")
+    workers: int = Field(0, ge=0, description="processes; 0 means one per core")
+    max_documents: int | None = Field(None, ge=1, description="cap on documents read from each input")
+    on_bad_input: Literal["fail", "skip"] = Field("fail", description="a bad file: stop, or skip it and count it")
+    include_site_packages: bool = Field(False, description="stdlib corpus: also installed packages' docstrings")
+    dropped_samples: int = Field(20, ge=0, description="dropped documents kept per reason for inspection")
+    keep_work: bool = Field(False, description="keep intermediate files after a successful run")
+    rules: LineRules = LineRules()
+    urls: UrlConfig = UrlConfig()
+    line_dedup: LineDedupConfig = LineDedupConfig()
+    language: LanguageConfig = LanguageConfig()
+    bad_words: BadWordsConfig = BadWordsConfig()
+    near_dedup: NearDedupConfig = NearDedupConfig()
+
+
+class Params(_Strict):
+    """The root of ``params.yaml``."""
+
+    clean: CleanConfig = CleanConfig()
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+def _format_error(source: str, exc: ValidationError) -> str:
+    lines = [f"{source}: invalid configuration"]
+    for err in exc.errors():
+        key = ".".join(str(p) for p in err["loc"]) or "<root>"
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key"
+        lines.append(f"  {key}: {msg}")
+    return "\n".join(lines)
+
+
+def parse_params(data: dict[str, Any] | None, source: str = "params") -> Params:
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: the top level must be a mapping, got {type(data).__name__}")
+    try:
+        return Params.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_format_error(source, exc)) from None
+
+
+def load_params(path: str | Path | None = "params.yaml", overrides: list[str] | None = None) -> Params:
+    """Read and validate ``params.yaml``; a missing file means all defaults.
+
+    ``overrides`` are ``dotted.key=value`` strings, the value parsed as YAML
+    (``clean.rules.min_sentences=5``, ``clean.language.enabled=false``).
+    """
+    data: dict[str, Any] = {}
+    source = "defaults"
+    if path is not None and Path(path).exists():
+        source = str(path)
+        try:
+            data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    elif path is not None and str(path) != "params.yaml":
+        raise ConfigError(f"{path}: parameters file not found")
+    for item in overrides or []:
+        apply_override(data, item)
+    return parse_params(data, source)
+
+
+def apply_override(data: dict[str, Any], item: str) -> None:
+    if "=" not in item:
+        raise ConfigError(f"override {item!r}: expected KEY=VALUE, e.g. clean.rules.min_sentences=5")
+    key, raw = item.split("=", 1)
+    parts = [p for p in key.strip().split(".") if p]
+    if not parts:
+        raise ConfigError(f"override {item!r}: empty key")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"override {item!r}: value is not valid YAML: {exc}") from None
+    node = data
+    for i, part in enumerate(parts[:-1]):
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"override {item!r}: {'.'.join(parts[: i + 1])} is not a mapping")
+        node = child
+    node[parts[-1]] = value

@@ -1,0 +1,130 @@
+"""The embedded demo corpus: docstrings of the Python standard library.
+
+It ships with every Python installation, so ``make run`` needs no download. Modules are
+parsed with :mod:`ast` (never imported: importing ``antigravity`` opens a browser), and
+docstrings are reflowed so that each paragraph is one line, as web text has it: C4's line
+rules assume one paragraph per line.
+
+Granularity: one document per module docstring, per public class (its docstring followed by
+its public methods' docstrings) and per public module-level function. Ids are stable:
+``stdlib:<module>``, ``stdlib:<module>:<Class>``, ``stdlib:<module>:<function>``.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import sysconfig
+from collections.abc import Iterator
+from pathlib import Path
+
+from .document import Document
+
+# Folders that hold tests, demos or vendored code rather than documentation.
+_SKIP_DIRS = {"test", "tests", "idle_test", "site-packages", "dist-packages", "__pycache__", "_bundled", "turtledemo"}
+_BULLET = re.compile(r"^([-*+\u2022]|\d+[.)]|[a-zA-Z][.)])\s")
+_DOCTEST = ("<<<", ">>>", "... ")
+
+
+def reflow(doc: str) -> str:
+    """Join wrapped lines into one line per paragraph.
+
+    A paragraph ends at a blank line. Lines that are structure rather than wrapping (doctest
+    prompts, bullets, lines indented differently from the paragraph's first line, literal
+    blocks after ``::``) start a new line instead of being joined.
+    """
+    out: list[str] = []
+    current: list[str] = []
+    indent = 0
+    literal = False
+
+    def flush() -> None:
+        if current:
+            out.append(" ".join(current))
+            current.clear()
+
+    for raw in doc.expandtabs().splitlines():
+        stripped = raw.strip()
+        if not stripped:
+            flush()
+            continue
+        this_indent = len(raw) - len(raw.lstrip())
+        structural = (
+            stripped.startswith(_DOCTEST)
+            or stripped == "..."
+            or _BULLET.match(stripped) is not None
+            or (current and this_indent != indent)
+            or literal
+        )
+        if structural or not current:
+            flush()
+            indent = this_indent
+            literal = literal and this_indent > 0
+        current.append(stripped)
+        if stripped.endswith("::"):
+            literal = True
+    flush()
+    return "\n".join(out)
+
+
+def _module_name(root: Path, path: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _documents_in(tree: ast.Module, module: str) -> Iterator[tuple[str, str]]:
+    doc = ast.get_docstring(tree)
+    if doc:
+        yield f"stdlib:{module}", reflow(doc)
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not node.name.startswith("_"):
+            doc = ast.get_docstring(node)
+            if doc:
+                yield f"stdlib:{module}:{node.name}", reflow(doc)
+        elif isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+            parts = []
+            doc = ast.get_docstring(node)
+            if doc:
+                parts.append(reflow(doc))
+            for child in node.body:
+                if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) and not child.name.startswith("_"):
+                    child_doc = ast.get_docstring(child)
+                    if child_doc:
+                        parts.append(reflow(child_doc))
+            if parts:
+                yield f"stdlib:{module}:{node.name}", "\n".join(parts)
+
+
+def python_files(root: Path) -> list[Path]:
+    files = []
+    for path in root.rglob("*.py"):
+        rel = path.relative_to(root).parts
+        if any(part in _SKIP_DIRS or part.startswith("config-") for part in rel[:-1]):
+            continue
+        if path.name.startswith("test_"):
+            continue
+        files.append(path)
+    return sorted(files)
+
+
+def stdlib_documents(include_site_packages: bool = False) -> Iterator[Document]:
+    """Yield the docstring documents, in a stable order (sorted file paths)."""
+    roots = [(Path(sysconfig.get_paths()["stdlib"]), "stdlib")]
+    if include_site_packages:
+        roots.append((Path(sysconfig.get_paths()["purelib"]), "site-packages"))
+    for root, kind in roots:
+        files = python_files(root) if kind == "stdlib" else sorted(root.rglob("*.py"))
+        for path in files:
+            try:
+                source = path.read_text(encoding="utf-8")
+                tree = ast.parse(source, filename=str(path))
+            except (SyntaxError, UnicodeDecodeError, ValueError, OSError):
+                # The installation's own files: a few are deliberately invalid (lib2to3 data).
+                continue
+            module = _module_name(root, path)
+            for doc_id, text in _documents_in(tree, module):
+                if kind != "stdlib":
+                    doc_id = doc_id.replace("stdlib:", "site-packages:", 1)
+                yield Document(id=doc_id, text=text, source=kind, metadata={"module": module})
