@@ -52,6 +52,11 @@ class LineRules(_Strict):
     )
     min_sentences: int | None = Field(3, ge=1, description="drop pages with fewer sentences")
 
+    @field_validator("lorem_ipsum", "javascript", "curly_brace", mode="before")
+    @classmethod
+    def _null_is_off(cls, value: Any) -> Any:
+        return False if value is None else value
+
     @field_validator("citation_pattern")
     @classmethod
     def _regex_compiles(cls, value: str | None) -> str | None:

@@ -36,7 +36,8 @@ def reflow(doc: str) -> str:
     out: list[str] = []
     current: list[str] = []
     indent = 0
-    literal = False
+    literal = False  # inside an indented literal block (after "::")
+    doctest = False  # inside a doctest example: prompts and their output, until a blank line
 
     def flush() -> None:
         if current:
@@ -47,6 +48,7 @@ def reflow(doc: str) -> str:
         stripped = raw.strip()
         if not stripped:
             flush()
+            doctest = False
             continue
         this_indent = len(raw) - len(raw.lstrip())
         structural = (
@@ -55,7 +57,9 @@ def reflow(doc: str) -> str:
             or _BULLET.match(stripped) is not None
             or (current and this_indent != indent)
             or literal
+            or doctest
         )
+        doctest = doctest or stripped.startswith(">>>")
         if structural or not current:
             flush()
             indent = this_indent
