@@ -133,13 +133,13 @@ def _steps_for(cfg_json: str) -> list:
     return _STEPS_CACHE[cfg_json]
 
 
-def _filter_shard(work: str, shard: int, cfg_json: str, url_drops: list[int]) -> None:
+def _filter_shard(work: str, shard: int, cfg_json: str, url_drops: list[int]) -> bool:
     cfg = CleanConfig.model_validate_json(cfg_json)
     wd = Path(work)
     out = wd / "filter" / f"{_shard_name(shard)}.parquet"
     marker = out.with_suffix(".done")
     if is_done(marker):
-        return
+        return False
     docs, ordinals = _table_to_docs(pq.read_table(wd / "ingest" / f"{_shard_name(shard)}.parquet"))
     steps = _steps_for(cfg_json)
     drops = set(url_drops)
@@ -167,6 +167,7 @@ def _filter_shard(work: str, shard: int, cfg_json: str, url_drops: list[int]) ->
     stats_path = out.with_suffix(".stats.json")
     atomic_write_json(stats_path, stats.to_dict())
     mark_done([out, stats_path], marker)
+    return True
 
 
 def _owner_key(doc: Document) -> int:
@@ -201,12 +202,12 @@ def _sentences(text: str) -> list[str]:
     return [s for line in text.split("\n") for s in split_sentences(line)]
 
 
-def _dedup_map(work: str, shard: int, mode: str, span: int, n_parts: int) -> None:
+def _dedup_map(work: str, shard: int, mode: str, span: int, n_parts: int) -> bool:
     wd = Path(work)
     out = wd / "dedup" / f"map-{_shard_name(shard)}.npy"
     marker = out.with_suffix(".done")
     if is_done(marker):
-        return
+        return False
     docs, ordinals = _table_to_docs(pq.read_table(wd / "filter" / f"{_shard_name(shard)}.parquet"))
     rows = []
     for doc, o in zip(docs, ordinals):
@@ -216,14 +217,15 @@ def _dedup_map(work: str, shard: int, mode: str, span: int, n_parts: int) -> Non
     recs = np.array(rows, dtype=LINE_DTYPE)
     save_partitioned(out, recs, (recs["hash"] % np.uint64(n_parts)).astype(np.int64), n_parts)
     mark_done([out, out.with_suffix(".offsets.npy")], marker)
+    return True
 
 
-def _dedup_reduce(work: str, part: int, n_shards: int, shard_size: int) -> None:
+def _dedup_reduce(work: str, part: int, n_shards: int, shard_size: int) -> bool:
     wd = Path(work)
     out = wd / "dedup" / f"winners-{part:05d}.npy"
     marker = out.with_suffix(".done")
     if is_done(marker):
-        return
+        return False
     recs = load_partition([wd / "dedup" / f"map-{_shard_name(s)}.npy" for s in range(n_shards)], part, LINE_DTYPE)
     if recs.size:
         order = np.lexsort((recs["ordinal"], recs["owner"], recs["hash"]))
@@ -237,15 +239,16 @@ def _dedup_reduce(work: str, part: int, n_shards: int, shard_size: int) -> None:
     winners["ordinal"], winners["hash"] = win["ordinal"], win["hash"]
     save_partitioned(out, winners, (winners["ordinal"] // shard_size).astype(np.int64), n_shards)
     mark_done([out, out.with_suffix(".offsets.npy")], marker)
+    return True
 
 
-def _dedup_apply(work: str, shard: int, cfg_json: str, n_parts: int) -> None:
+def _dedup_apply(work: str, shard: int, cfg_json: str, n_parts: int) -> bool:
     cfg = CleanConfig.model_validate_json(cfg_json)
     wd = Path(work)
     out = wd / "dedup" / f"{_shard_name(shard)}.parquet"
     marker = out.with_suffix(".done")
     if is_done(marker):
-        return
+        return False
     mode, span = cfg.line_dedup.mode, cfg.line_dedup.span_sentences
     docs, ordinals = _table_to_docs(pq.read_table(wd / "filter" / f"{_shard_name(shard)}.parquet"))
     win = load_partition([wd / "dedup" / f"winners-{p:05d}.npy" for p in range(n_parts)], shard, WINNER_DTYPE)
@@ -290,6 +293,7 @@ def _dedup_apply(work: str, shard: int, cfg_json: str, n_parts: int) -> None:
     stats_path = out.with_suffix(".stats.json")
     atomic_write_json(stats_path, stats.to_dict())
     mark_done([out, stats_path], marker)
+    return True
 
 
 def _drop_sentences(text: str, remove: set[int]) -> str:
@@ -308,14 +312,14 @@ def _drop_sentences(text: str, remove: set[int]) -> str:
 BAND_DTYPE = np.dtype([("key", "<u8"), ("ordinal", "<i8"), ("shard", "<i4"), ("row", "<i4")])
 
 
-def _minhash_map(work: str, shard: int, cfg_json: str, source: str, n_parts: int) -> None:
+def _minhash_map(work: str, shard: int, cfg_json: str, source: str, n_parts: int) -> bool:
     cfg = CleanConfig.model_validate_json(cfg_json).near_dedup
     wd = Path(work)
     sig_path = wd / "minhash" / f"sig-{_shard_name(shard)}.npy"
     out = wd / "minhash" / f"bands-{_shard_name(shard)}.npy"
     marker = out.with_suffix(".done")
     if is_done(marker):
-        return
+        return False
     table = pq.read_table(wd / source / f"{_shard_name(shard)}.parquet", columns=["text", "ordinal"])
     texts, ordinals = table.column("text").to_pylist(), table.column("ordinal").to_pylist()
     seeds = mh.permutation_seeds(cfg.bands * cfg.rows, cfg.seed)
@@ -338,14 +342,15 @@ def _minhash_map(work: str, shard: int, cfg_json: str, source: str, n_parts: int
         part = arr[:, 4].astype(np.int64) * n_parts + (recs["key"] % np.uint64(n_parts)).astype(np.int64)
     save_partitioned(out, recs, part, cfg.bands * n_parts)
     mark_done([out, out.with_suffix(".offsets.npy"), sig_path], marker)
+    return True
 
 
-def _minhash_reduce(work: str, unit: int, n_shards: int, verify: float | None) -> None:
+def _minhash_reduce(work: str, unit: int, n_shards: int, verify: float | None) -> bool:
     wd = Path(work)
     out = wd / "minhash" / f"edges-{unit:05d}.npy"
     marker = out.with_suffix(".done")
     if is_done(marker):
-        return
+        return False
     recs = load_partition([wd / "minhash" / f"bands-{_shard_name(s)}.npy" for s in range(n_shards)], unit, BAND_DTYPE)
     edges: list[tuple[int, int]] = []
     if recs.size:
@@ -376,14 +381,15 @@ def _minhash_reduce(work: str, unit: int, n_shards: int, verify: float | None) -
                         break
     save_npy(out, np.array(edges, dtype=np.int64).reshape(-1, 2))
     mark_done([out], marker)
+    return True
 
 
-def _write_final(work: str, shard: int, source: str, drops: dict[int, int], keep_samples: int) -> None:
+def _write_final(work: str, shard: int, source: str, drops: dict[int, int], keep_samples: int) -> bool:
     wd = Path(work)
     out = wd / "final" / f"{_shard_name(shard)}.parquet"
     marker = out.with_suffix(".done")
     if is_done(marker):
-        return
+        return False
     docs, ordinals = _table_to_docs(pq.read_table(wd / source / f"{_shard_name(shard)}.parquet"))
     stats = ShardStats()
     kept = []
@@ -396,6 +402,7 @@ def _write_final(work: str, shard: int, source: str, drops: dict[int, int], keep
     stats_path = out.with_suffix(".stats.json")
     atomic_write_json(stats_path, stats.to_dict())
     mark_done([out, stats_path], marker)
+    return True
 
 
 # ----------------------------------------------------------------------------- the driver
@@ -537,9 +544,10 @@ def run_clean(cfg: CleanConfig, log: Callable[[str], None] = print) -> CleanResu
     ctx = get_context("spawn")
     with ProcessPoolExecutor(max_workers=min(workers, max(1, n_shards)), mp_context=ctx) as pool:
 
-        def run_all(fn: Callable[..., None], args: list[tuple]) -> None:
-            for fut in [pool.submit(fn, *a) for a in args]:
-                fut.result()
+        def run_all(fn: Callable[..., bool], args: list[tuple]) -> None:
+            done = [fut.result() for fut in [pool.submit(fn, *a) for a in args]]
+            if not all(done):
+                log(f"{fn.__name__.strip('_')}: {done.count(False)} of {len(done)} units already done, reused")
 
         url_drops = _url_dedup(cfg, wd, n_shards)
         run_all(_filter_shard, [(str(wd), s, cfg_json, url_drops[s]) for s in range(n_shards)])

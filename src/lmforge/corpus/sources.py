@@ -311,29 +311,30 @@ def iter_documents(
     ``report.skipped`` (with how many of its documents were read before the problem) and
     reading goes on; with ``'fail'`` the CorpusError propagates."""
     report = report if report is not None else InputReport()
-    inputs: list[Input] = []
     for spec in specs:
         try:
-            inputs.extend(resolve_inputs([spec], include_site_packages, max_documents))
+            inputs = resolve_inputs([spec], include_site_packages, max_documents)
         except CorpusError as exc:
             if on_bad_input == "fail":
                 raise
             report.skipped.append({"input": spec, "error": str(exc), "documents_read": 0})
-    for inp in inputs:
-        count = 0
-        try:
-            for doc in inp.read():
-                if max_documents is not None and count >= max_documents:
-                    break
-                count += 1
-                yield doc
-        except CorpusError as exc:
-            if on_bad_input == "fail":
-                raise
-            report.skipped.append({"input": inp.label, "error": str(exc), "documents_read": count})
-        except OSError as exc:
-            err = CorpusError(f"{inp.label}: cannot read: {exc}")
-            if on_bad_input == "fail":
-                raise err from None
-            report.skipped.append({"input": inp.label, "error": str(err), "documents_read": count})
+            continue
+        for inp in inputs:
+            yield from _read_counted(inp, on_bad_input, report, max_documents)
+
+
+def _read_counted(inp: Input, on_bad_input: str, report: InputReport, max_documents: int | None) -> Iterator[Document]:
+    count = 0
+    try:
+        for doc in inp.read():
+            if max_documents is not None and count >= max_documents:
+                break
+            count += 1
+            yield doc
+    except (CorpusError, OSError) as exc:
+        err = exc if isinstance(exc, CorpusError) else CorpusError(f"{inp.label}: cannot read: {exc}")
+        if on_bad_input == "fail":
+            raise err from None
+        report.skipped.append({"input": inp.label, "error": str(err), "documents_read": count})
+    finally:
         report.documents[inp.label] = report.documents.get(inp.label, 0) + count
