@@ -145,7 +145,7 @@ def explain(corpus, rules, ours, theirs) -> dict:
 
     results = {name: variant(*a) for name, a in alignments.items()}
     singles = [n for n in alignments if n != "all aligned"]
-    decision, text = Counter(), Counter()
+    decision, text, examples = Counter(), Counter(), {}
     unexplained = []
     for i, (doc_id, _) in enumerate(corpus):
         if (ours[i] is None) == (theirs[i] is None) and (ours[i] is None or ours[i] == theirs[i]):
@@ -155,16 +155,28 @@ def explain(corpus, rules, ours, theirs) -> dict:
             fixed = [n for n in singles if (results[n][i] is None) == (theirs[i] is None)]
         else:
             fixed = [n for n in singles if results[n][i] == theirs[i]]
-        if fixed:
-            kind[" or ".join(fixed)] += 1
-        elif results["all aligned"][i] == theirs[i]:
-            kind["several differences together"] += 1
-        else:
-            kind["unexplained"] += 1
+        cause = " or ".join(fixed) or ("several differences together" if results["all aligned"][i] == theirs[i]
+                                       else "unexplained")
+        kind[cause] += 1
+        examples.setdefault(cause, []).append(doc_id)
+        if cause == "unexplained":
             unexplained.append(doc_id)
     all_ok = sum(results["all aligned"][i] == theirs[i] for i in range(len(corpus)))
     return {"decision_causes": dict(decision.most_common()), "kept_text_causes": dict(text.most_common()),
-            "unexplained_ids": unexplained, "all_aligned_identical": all_ok}
+            "unexplained_ids": unexplained, "all_aligned_identical": all_ok,
+            "examples": {cause: ids[:5] for cause, ids in examples.items()}}
+
+
+def language_agreement(texts, cld2, ld) -> dict:
+    """Keep decisions (en, p >= threshold) of cld2 vs langdetect, and why cld2 drops what langdetect keeps."""
+    out, why = Counter(), Counter()
+    for text in texts:
+        (c, cp), (l, lp) = cld2.detect(text), ld.detect(text)
+        kc, kl = c == "en" and cp >= cld2.threshold, l == "en" and lp >= ld.threshold
+        out.update({"documents": 1, "cld2_keeps": kc, "langdetect_keeps": kl, "same": kc == kl})
+        if kl and not kc:
+            why["cld2 unreliable" if cp == 0 else "cld2 en below threshold" if c == "en" else f"cld2 says {c}"] += 1
+    return {**out, "cld2_drops_langdetect_keeps": dict(why.most_common())}
 
 
 # ----------------------------------------------------------------------------- main
@@ -243,11 +255,11 @@ def main() -> None:
             "both_kept": len(both), "both_kept_same_text": sum(ours_kept[i] == theirs[i] for i in both),
             **explain(corpus, rules, ours_kept, theirs)}
     if langdetect is not None:
-        c, l, p = (outputs[k] for k in ("ours: LanguageFilter cld2", "ours: LanguageFilter langdetect",
-                                        "langdetect.detect_langs"))
-        res["language_agreement"] = {"cld2_keeps": sum(c), "langdetect_keeps": sum(l),
-                                     "cld2_vs_langdetect_same": sum(a == b for a, b in zip(c, l)),
-                                     "our_langdetect_vs_plain_same": sum(a == b for a, b in zip(l, p))}
+        raw = language_agreement(texts, cld2, ld)
+        raw["our_langdetect_vs_plain_same"] = sum(a == b for a, b in zip(
+            outputs["ours: LanguageFilter langdetect"], outputs["langdetect.detect_langs"]))
+        res["language_agreement"] = {"raw documents": raw, "after our C4 rules": language_agreement(
+            [k for k in ours_kept if k is not None], cld2, ld)}
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(res, indent=2) + "\n")
     report(res)
@@ -274,8 +286,8 @@ def report(res: dict) -> None:
                 print(f"| {cause} | {count} |")
         print(f"\nall differences aligned: identical result on {a['all_aligned_identical']}/{res['documents']}; "
               f"unexplained: {a['unexplained_ids'] or 'none'}")
-    if "language_agreement" in res:
-        print(f"\nlanguage (en, p >= 0.99) on raw documents: {res['language_agreement']}")
+    for where, la in res.get("language_agreement", {}).items():
+        print(f"\nlanguage (en, p >= 0.99), {where}: {la}")
     for s in res["skipped"]:
         print(f"skipped: {s}")
 

@@ -40,12 +40,16 @@ def test_url_dedup_keeps_the_newest_crawl(tmp_path):
         {"id": "new", "url": "https://example.com/a", "timestamp": "2019-06-01T00:00:00Z", "text": page(rng)},
         {"id": "mid", "url": "https://example.com/a?utm_source=feed", "timestamp": "2019-03-01T00:00:00Z", "text": page(rng)},
         {"id": "other", "url": "https://example.com/b", "timestamp": "2018-01-01T00:00:00Z", "text": page(rng)},
+        {"id": "tie-first", "url": "https://example.com/c", "timestamp": "2018-01-01T00:00:00Z", "text": page(rng)},
+        {"id": "tie-second", "url": "https://example.com/c/", "timestamp": "2018-01-01T00:00:00Z", "text": page(rng)},
+        {"id": "no-time", "url": "https://example.com/d", "text": page(rng)},
+        {"id": "timed", "url": "https://example.com/d", "timestamp": "2017-01-01T00:00:00Z", "text": page(rng)},
     ]
     result, rows, _ = clean(tmp_path, [write_jsonl(tmp_path / "c.jsonl", docs)])
-    assert sorted(r["id"] for r in rows) == ["new", "other"]
-    assert result.stats["dropped"]["url_duplicate"]["documents"] == 2
+    assert sorted(r["id"] for r in rows) == ["new", "other", "tie-first", "timed"]
+    assert result.stats["dropped"]["url_duplicate"]["documents"] == 4
     samples = [json.loads(x) for x in (tmp_path / "out" / "dropped" / "url_duplicate.jsonl").read_text().splitlines()]
-    assert {s["id"] for s in samples} == {"old", "mid"}
+    assert {s["id"] for s in samples} == {"old", "mid", "tie-second", "no-time"}
 
 
 def test_line_dedup_reference_semantics(tmp_path):

@@ -1,6 +1,6 @@
 import pytest
 
-from lmforge.cleaning.urls import newer, normalize_url
+from lmforge.cleaning.urls import normalize_url
 
 
 @pytest.mark.parametrize(
@@ -25,9 +25,3 @@ def test_normalize_url(url, expected):
 def test_custom_tracking_prefixes():
     assert normalize_url("https://example.com/a?fbclid=1", ["fbclid"]) == "example.com/a"
     assert normalize_url("https://example.com/a?utm_source=1", ["fbclid"]) == "example.com/a?utm_source=1"
-
-
-def test_newest_crawl_wins_and_ties_are_stable():
-    assert newer(("2020-01-02T00:00:00Z", 5), ("2020-01-01T00:00:00Z", 1))
-    assert not newer(("2019-12-31T00:00:00Z", 0), ("2020-01-01T00:00:00Z", 1))
-    assert newer(("", 1), ("", 2)) and not newer(("", 2), ("", 1))

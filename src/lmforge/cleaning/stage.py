@@ -27,6 +27,7 @@ import json
 import math
 import os
 import shutil
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -39,6 +40,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import xxhash
 
 from .. import __version__
 from ..config import CleanConfig
@@ -58,7 +60,7 @@ from .storage import (
     write_parquet,
 )
 from .text import split_sentences
-from .urls import newer, normalize_url
+from .urls import normalize_url
 
 WORK_SCHEMA = SCHEMA.append(pa.field("ordinal", pa.int64()))
 _SAMPLE_CHARS = 2000
@@ -133,7 +135,53 @@ def _steps_for(cfg_json: str) -> list:
     return _STEPS_CACHE[cfg_json]
 
 
-def _filter_shard(work: str, shard: int, cfg_json: str, url_drops: list[int]) -> bool:
+URL_DTYPE = np.dtype([("hash", "<u8"), ("timestamp", "<U40"), ("ordinal", "<i8")])
+LOSER_DTYPE = np.dtype([("ordinal", "<i8")])
+
+
+def _url_map(work: str, shard: int, cfg_json: str, n_parts: int) -> bool:
+    """Hash each document's normalised URL; records partitioned by hash."""
+    cfg = CleanConfig.model_validate_json(cfg_json).urls
+    wd = Path(work)
+    out = wd / "urls" / f"map-{_shard_name(shard)}.npy"
+    marker = out.with_suffix(".done")
+    if is_done(marker):
+        return False
+    t = pq.read_table(wd / "ingest" / f"{_shard_name(shard)}.parquet", columns=["url", "timestamp", "ordinal"])
+    rows = []
+    for url, ts, o in zip(*(t.column(c).to_pylist() for c in ("url", "timestamp", "ordinal"))):
+        if url:
+            key = normalize_url(url, cfg.tracking_query_prefixes) if cfg.normalize else url
+            rows.append((xxhash.xxh64_intdigest(key.encode("utf-8")), (ts or "")[:40], o))
+    recs = np.array(rows, dtype=URL_DTYPE)
+    save_partitioned(out, recs, (recs["hash"] % np.uint64(n_parts)).astype(np.int64), n_parts)
+    mark_done([out, out.with_suffix(".offsets.npy")], marker)
+    return True
+
+
+def _url_reduce(work: str, part: int, n_shards: int, shard_size: int) -> bool:
+    """Per URL keep the newest crawl (ties: the earliest document); the rest are losers,
+    saved partitioned by the shard they belong to."""
+    wd = Path(work)
+    out = wd / "urls" / f"losers-{part:05d}.npy"
+    marker = out.with_suffix(".done")
+    if is_done(marker):
+        return False
+    recs = load_partition([wd / "urls" / f"map-{_shard_name(s)}.npy" for s in range(n_shards)], part, URL_DTYPE)
+    losers = np.zeros(0, dtype=LOSER_DTYPE)
+    if recs.size:
+        # newest first: sort by hash, then timestamp descending, then ordinal ascending
+        ts_rank = np.unique(recs["timestamp"], return_inverse=True)[1]
+        recs = recs[np.lexsort((recs["ordinal"], -ts_rank, recs["hash"]))]
+        first = np.r_[True, recs["hash"][1:] != recs["hash"][:-1]]
+        losers = np.zeros(int((~first).sum()), dtype=LOSER_DTYPE)
+        losers["ordinal"] = recs["ordinal"][~first]
+    save_partitioned(out, losers, (losers["ordinal"] // shard_size).astype(np.int64), n_shards)
+    mark_done([out, out.with_suffix(".offsets.npy")], marker)
+    return True
+
+
+def _filter_shard(work: str, shard: int, cfg_json: str, n_url_parts: int) -> bool:
     cfg = CleanConfig.model_validate_json(cfg_json)
     wd = Path(work)
     out = wd / "filter" / f"{_shard_name(shard)}.parquet"
@@ -142,7 +190,10 @@ def _filter_shard(work: str, shard: int, cfg_json: str, url_drops: list[int]) ->
         return False
     docs, ordinals = _table_to_docs(pq.read_table(wd / "ingest" / f"{_shard_name(shard)}.parquet"))
     steps = _steps_for(cfg_json)
-    drops = set(url_drops)
+    drops: set[int] = set()
+    if n_url_parts:
+        paths = [wd / "urls" / f"losers-{p:05d}.npy" for p in range(n_url_parts)]
+        drops = set(load_partition(paths, shard, LOSER_DTYPE)["ordinal"].tolist())
     stats = ShardStats()
     kept, kept_ord = [], []
     for doc, o in zip(docs, ordinals):
@@ -428,6 +479,8 @@ def _fingerprint(cfg: CleanConfig) -> str:
             for f in sorted(q for q in p.rglob("*") if q.is_file()):
                 st = f.stat()
                 items.append([str(f), st.st_size, st.st_mtime_ns])
+        elif spec == "stdlib":
+            items.append([spec, sys.version])  # the demo corpus changes with the interpreter
         else:
             items.append(spec)
     return hashlib.sha256(json.dumps(items, sort_keys=True).encode()).hexdigest()
@@ -466,41 +519,6 @@ def _ingest(cfg: CleanConfig, wd: Path, log: Callable[[str], None]) -> dict[str,
     atomic_write_json(manifest_path, manifest)
     log(f"ingest: {n_docs} documents, {n_bytes / 1e6:.1f} MB in {shard} shards")
     return manifest
-
-
-def _url_dedup(cfg: CleanConfig, wd: Path, n_shards: int) -> dict[int, list[int]]:
-    """Ordinals to drop as URL duplicates, per shard. One entry per distinct normalised URL is
-    held in memory (a 64-bit hash and the best crawl so far)."""
-    path = wd / "urls" / "dropped.npy"
-    if not is_done(path.with_suffix(".done")):
-        import xxhash
-
-        best: dict[int, tuple[str, int]] = {}
-        dropped: list[int] = []
-        if cfg.urls.dedup:
-            for s in range(n_shards):
-                t = pq.read_table(wd / "ingest" / f"{_shard_name(s)}.parquet", columns=["url", "timestamp", "ordinal"])
-                for url, ts, o in zip(*(t.column(c).to_pylist() for c in ("url", "timestamp", "ordinal"))):
-                    if not url:
-                        continue
-                    key = normalize_url(url, cfg.urls.tracking_query_prefixes) if cfg.urls.normalize else url
-                    h = xxhash.xxh64_intdigest(key.encode("utf-8"))
-                    cand = (ts or "", o)
-                    prev = best.get(h)
-                    if prev is None:
-                        best[h] = cand
-                    elif newer(cand, prev):
-                        dropped.append(prev[1])
-                        best[h] = cand
-                    else:
-                        dropped.append(o)
-        save_npy(path, np.array(sorted(dropped), dtype=np.int64))
-        mark_done([path], path.with_suffix(".done"))
-    arr = np.load(path)
-    per_shard: dict[int, list[int]] = {s: [] for s in range(n_shards)}
-    for o in arr.tolist():
-        per_shard[o // cfg.shard_size].append(o)
-    return per_shard
 
 
 def _merge_stats(paths: Iterable[Path], keep_samples: int) -> ShardStats:
@@ -549,8 +567,12 @@ def run_clean(cfg: CleanConfig, log: Callable[[str], None] = print) -> CleanResu
             if not all(done):
                 log(f"{fn.__name__.strip('_')}: {done.count(False)} of {len(done)} units already done, reused")
 
-        url_drops = _url_dedup(cfg, wd, n_shards)
-        run_all(_filter_shard, [(str(wd), s, cfg_json, url_drops[s]) for s in range(n_shards)])
+        n_url_parts = 0
+        if cfg.urls.dedup:
+            n_url_parts = max(1, math.ceil(manifest["documents"] / _PART_DOCS))
+            run_all(_url_map, [(str(wd), s, cfg_json, n_url_parts) for s in range(n_shards)])
+            run_all(_url_reduce, [(str(wd), p, n_shards, cfg.shard_size) for p in range(n_url_parts)])
+        run_all(_filter_shard, [(str(wd), s, cfg_json, n_url_parts) for s in range(n_shards)])
         log("filter: done")
 
         source = "filter"

@@ -1,4 +1,4 @@
-"""URL normalisation and URL deduplication (C4 keeps the newest crawl of each URL)."""
+"""URL normalisation (C4 normalises URLs before keeping the newest crawl of each)."""
 
 from __future__ import annotations
 
@@ -25,12 +25,3 @@ def normalize_url(url: str, tracking_query_prefixes: tuple[str, ...] | list[str]
     slash = url.find("/")
     host, rest = (url, "") if slash < 0 else (url[:slash], url[slash:])
     return (host.lower() + rest).rstrip("/")
-
-
-def newer(a: tuple[str, int], b: tuple[str, int]) -> bool:
-    """Is crawl ``a`` = (timestamp, ordinal) preferred over ``b``? Newest timestamp wins;
-    on a tie (or no timestamps) the earlier document in input order wins, so the result is
-    deterministic."""
-    if a[0] != b[0]:
-        return a[0] > b[0]
-    return a[1] < b[1]
