@@ -158,7 +158,7 @@ def explain(corpus, rules, ours, theirs) -> dict:
         cause = " or ".join(fixed) or ("several differences together" if results["all aligned"][i] == theirs[i]
                                        else "unexplained")
         kind[cause] += 1
-        examples.setdefault(cause, []).append(doc_id)
+        examples.setdefault(f"{'keep/drop' if kind is decision else 'kept text'}: {cause}", []).append(doc_id)
         if cause == "unexplained":
             unexplained.append(doc_id)
     all_ok = sum(results["all aligned"][i] == theirs[i] for i in range(len(corpus)))
@@ -190,6 +190,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--cpu", type=int, default=None, help="core to pin to (default: the first allowed one)")
+    ap.add_argument("--out", type=Path, default=OUT, help="JSON results file")
     args = ap.parse_args()
     os.sched_setaffinity(0, {args.cpu if args.cpu is not None else min(os.sched_getaffinity(0))})
 
@@ -260,8 +261,8 @@ def main() -> None:
             outputs["ours: LanguageFilter langdetect"], outputs["langdetect.detect_langs"]))
         res["language_agreement"] = {"raw documents": raw, "after our C4 rules": language_agreement(
             [k for k in ours_kept if k is not None], cld2, ld)}
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(res, indent=2) + "\n")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(res, indent=2) + "\n")
     report(res)
 
 
@@ -272,7 +273,7 @@ def report(res: dict) -> None:
     print("| step | docs/s | MB/s | best wall s | best CPU s |\n|---|---:|---:|---:|---:|")
     for name, t in res["throughput"].items():
         print(f"| {name} | {t['docs_per_s']:,.0f} | {t['mb_per_s']:.2f} | {t['wall_s']:.3f} | {t['cpu_s']:.3f} |")
-    print("\n| ratio | wall | CPU |\n|---|---:|---:|")
+    print("\n| ratio | wall | CPU |\n|---|---:|---:|" if res["ratios"] else "")
     for label, r in res["ratios"].items():
         print(f"| {label} | {r['wall']:.1f}x | {r['cpu']:.1f}x |")
     if "agreement" in res:

@@ -219,3 +219,17 @@ def test_language_threshold_is_applied():
 def test_language_handles_unencodable_text():
     f = LanguageFilter(LanguageConfig())
     assert f(Document(id="s", text="\ud800 lone surrogate " + ENGLISH), Counter()) is None
+
+
+def test_trie_regex_matches_exactly_the_entries():
+    import re
+
+    from lmforge.cleaning.filters import trie_regex
+
+    entries = ["a", "ab", "abc", "b", "ba", "x-y", "s&m", "two words"]
+    exact = re.compile(f"^(?:{trie_regex(entries)})$")
+    assert all(exact.match(w) for w in entries)
+    assert not any(exact.match(w) for w in ["", "ac", "abcd", "x", "bab", "s&", "two"])
+    words = load_word_list(None)
+    exact = re.compile(f"^(?:{trie_regex(words)})$")
+    assert all(exact.match(w) for w in words)
