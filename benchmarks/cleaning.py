@@ -96,7 +96,7 @@ def run_langdetect_plain(texts) -> list[bool]:
 
 
 # ----------------------------------------------------------------------------- timing
-def bench(variants: dict, reps: int) -> dict:
+def bench(variants: dict, reps: int) -> tuple[dict, dict]:
     """variants: name -> (make_input, run). Warm-up once each, then reps interleaved passes; best wins."""
     best = {name: [float("inf"), float("inf")] for name in variants}
     outputs = {}

@@ -106,7 +106,7 @@ def test_near_duplicates_keep_the_first_of_each_cluster(tmp_path):
     result, rows, _ = clean(tmp_path, [write_jsonl(tmp_path / "c.jsonl", docs)], line_dedup={"mode": "off"})
     assert sorted(r["id"] for r in rows) == ["orig", "other"]
     (sample,) = [json.loads(x) for x in (tmp_path / "out" / "dropped" / "near_duplicate.jsonl").read_text().splitlines()]
-    assert sample["id"] == "copy" and sample["duplicate_of_ordinal"] == 0
+    assert sample["id"] == "copy" and sample["metadata"]["duplicate_of_ordinal"] == 0
 
 
 def test_stats_and_outputs(tmp_path):

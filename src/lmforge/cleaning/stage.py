@@ -111,12 +111,12 @@ class ShardStats:
     lines: Counter = field(default_factory=Counter)  # line:<reason> -> lines removed
     samples: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
-    def drop(self, reason: str, doc: Document, ordinal: int, keep_samples: int, **extra: Any) -> None:
+    def drop(self, reason: str, doc: Document, ordinal: int, keep_samples: int) -> None:
         self.dropped[reason] += 1
         self.dropped_bytes[reason] += len(doc.text.encode("utf-8"))
         bucket = self.samples.setdefault(reason, [])
         if len(bucket) < keep_samples:
-            bucket.append({"id": doc.id, "ordinal": ordinal, "url": doc.url, "text": doc.text[:_SAMPLE_CHARS], **extra})
+            bucket.append({"id": doc.id, "ordinal": ordinal, "url": doc.url, "metadata": doc.metadata, "text": doc.text[:_SAMPLE_CHARS]})
 
     def to_dict(self) -> dict[str, Any]:
         return {"dropped": dict(self.dropped), "dropped_bytes": dict(self.dropped_bytes),
@@ -181,44 +181,59 @@ def _url_reduce(work: str, part: int, n_shards: int, shard_size: int) -> bool:
     return True
 
 
-def _filter_shard(work: str, shard: int, cfg_json: str, n_url_parts: int) -> bool:
-    cfg = CleanConfig.model_validate_json(cfg_json)
-    wd = Path(work)
-    out = wd / "filter" / f"{_shard_name(shard)}.parquet"
+Decide = Callable[[Document, int, ShardStats], "str | None"]
+
+
+def _rewrite_shard(wd: Path, src: str, dst: str, shard: int, keep_samples: int, decide: Decide, schema: pa.Schema = WORK_SCHEMA) -> bool:
+    """One pass over a shard: ``decide`` may rewrite a document's text and returns a drop
+    reason or None. Kept documents, the shard's stats and its completion marker are written
+    to ``dst``. A dropped document is counted (and sampled) with the text it came in with."""
+    out = wd / dst / f"{_shard_name(shard)}.parquet"
     marker = out.with_suffix(".done")
     if is_done(marker):
         return False
-    docs, ordinals = _table_to_docs(pq.read_table(wd / "ingest" / f"{_shard_name(shard)}.parquet"))
-    steps = _steps_for(cfg_json)
-    drops: set[int] = set()
-    if n_url_parts:
-        paths = [wd / "urls" / f"losers-{p:05d}.npy" for p in range(n_url_parts)]
-        drops = set(load_partition(paths, shard, LOSER_DTYPE)["ordinal"].tolist())
+    docs, ordinals = _table_to_docs(pq.read_table(wd / src / f"{_shard_name(shard)}.parquet"))
     stats = ShardStats()
     kept, kept_ord = [], []
     for doc, o in zip(docs, ordinals):
-        if cfg.urls.normalize and doc.url:
-            doc.metadata["url_normalized"] = normalize_url(doc.url, cfg.urls.tracking_query_prefixes)
-        if o in drops:
-            stats.drop("url_duplicate", doc, o, cfg.dropped_samples)
-            continue
         original = doc.text
-        reason = None
-        for step in steps:
-            reason = step(doc, stats.lines)
-            if reason is not None:
-                break
+        reason = decide(doc, o, stats)
         if reason is not None:
             doc.text = original
-            stats.drop(reason, doc, o, cfg.dropped_samples)
+            stats.drop(reason, doc, o, keep_samples)
             continue
         kept.append(doc)
         kept_ord.append(o)
-    write_parquet(out, _docs_to_table(kept, kept_ord))
+    write_parquet(out, _docs_to_table(kept, kept_ord, schema))
     stats_path = out.with_suffix(".stats.json")
     atomic_write_json(stats_path, stats.to_dict())
     mark_done([out, stats_path], marker)
     return True
+
+
+def _filter_shard(work: str, shard: int, cfg_json: str, n_url_parts: int) -> bool:
+    """URL duplicates, then the per-document steps (page length, C4 rules, language, bad words)."""
+    cfg = CleanConfig.model_validate_json(cfg_json)
+    wd = Path(work)
+    steps = _steps_for(cfg_json)
+    url_losers: set[int] = set()
+    if n_url_parts:
+        paths = [wd / "urls" / f"losers-{p:05d}.npy" for p in range(n_url_parts)]
+        url_losers = set(load_partition(paths, shard, LOSER_DTYPE)["ordinal"].tolist())
+
+    def decide(doc: Document, o: int, stats: ShardStats) -> str | None:
+        if cfg.urls.normalize and doc.url:
+            doc.metadata["url_normalized"] = normalize_url(doc.url, cfg.urls.tracking_query_prefixes)
+        if o in url_losers:
+            return "url_duplicate"
+        for step in steps:
+            reason = step(doc, stats.lines)
+            if reason is not None:
+                return reason
+        return None
+
+    return _rewrite_shard(wd, "ingest", "filter", shard, cfg.dropped_samples, decide)
+
 
 
 def _owner_key(doc: Document) -> int:
@@ -294,21 +309,18 @@ def _dedup_reduce(work: str, part: int, n_shards: int, shard_size: int) -> bool:
 
 
 def _dedup_apply(work: str, shard: int, cfg_json: str, n_parts: int) -> bool:
+    """Remove the lines (or sentence spans) this document does not own, then re-check sentences."""
     cfg = CleanConfig.model_validate_json(cfg_json)
     wd = Path(work)
-    out = wd / "dedup" / f"{_shard_name(shard)}.parquet"
-    marker = out.with_suffix(".done")
-    if is_done(marker):
-        return False
     mode, span = cfg.line_dedup.mode, cfg.line_dedup.span_sentences
-    docs, ordinals = _table_to_docs(pq.read_table(wd / "filter" / f"{_shard_name(shard)}.parquet"))
-    win = load_partition([wd / "dedup" / f"winners-{p:05d}.npy" for p in range(n_parts)], shard, WINNER_DTYPE)
-    owned = set(zip(win["ordinal"].tolist(), win["hash"].tolist()))
-    stats = ShardStats()
-    kept, kept_ord = [], []
     min_sent = cfg.rules.min_sentences
-    for doc, o in zip(docs, ordinals):
-        original = doc.text
+    owned: set[tuple[int, int]] | None = None
+
+    def decide(doc: Document, o: int, stats: ShardStats) -> str | None:
+        nonlocal owned
+        if owned is None:  # loaded on first use: a shard already done never reads it
+            win = load_partition([wd / "dedup" / f"winners-{p:05d}.npy" for p in range(n_parts)], shard, WINNER_DTYPE)
+            owned = set(zip(win["ordinal"].tolist(), win["hash"].tolist()))
         seen: set[int] = set()
         remove: set[int] = set()
         for h, covered in _units(doc, mode, span):
@@ -324,27 +336,19 @@ def _dedup_apply(work: str, shard: int, cfg_json: str, n_parts: int) -> bool:
         if mode == "lines":
             lines = [ln for i, ln in enumerate(doc.text.split("\n")) if i not in remove]
             doc.text = "\n".join(lines)
-            reason = "all_lines_duplicate" if not lines else None
-        else:
-            reason = None
-            if remove:
-                stats.lines["sentence:span_duplicate"] += len(remove)
-                doc.text = _drop_sentences(doc.text, remove)
-                if len(doc.text.split()) < cfg.line_dedup.min_words_after_span_removal:
-                    reason = "span_duplicates"
-        if reason is None and min_sent is not None and len(_sentences(doc.text)) < min_sent:
-            reason = "too_few_sentences_after_dedup"
-        if reason is not None:
-            doc.text = original
-            stats.drop(reason, doc, o, cfg.dropped_samples)
-            continue
-        kept.append(doc)
-        kept_ord.append(o)
-    write_parquet(out, _docs_to_table(kept, kept_ord))
-    stats_path = out.with_suffix(".stats.json")
-    atomic_write_json(stats_path, stats.to_dict())
-    mark_done([out, stats_path], marker)
-    return True
+            if not lines:
+                return "all_lines_duplicate"
+        elif remove:
+            stats.lines["sentence:span_duplicate"] += len(remove)
+            doc.text = _drop_sentences(doc.text, remove)
+            if len(doc.text.split()) < cfg.line_dedup.min_words_after_span_removal:
+                return "span_duplicates"
+        if min_sent is not None and len(_sentences(doc.text)) < min_sent:
+            return "too_few_sentences_after_dedup"
+        return None
+
+    return _rewrite_shard(wd, "filter", "dedup", shard, cfg.dropped_samples, decide)
+
 
 
 def _drop_sentences(text: str, remove: set[int]) -> str:
@@ -436,24 +440,16 @@ def _minhash_reduce(work: str, unit: int, n_shards: int, verify: float | None) -
 
 
 def _write_final(work: str, shard: int, source: str, drops: dict[int, int], keep_samples: int) -> bool:
-    wd = Path(work)
-    out = wd / "final" / f"{_shard_name(shard)}.parquet"
-    marker = out.with_suffix(".done")
-    if is_done(marker):
-        return False
-    docs, ordinals = _table_to_docs(pq.read_table(wd / source / f"{_shard_name(shard)}.parquet"))
-    stats = ShardStats()
-    kept = []
-    for doc, o in zip(docs, ordinals):
+    """Drop near-duplicates (recording which kept document each duplicates); final schema."""
+
+    def decide(doc: Document, o: int, stats: ShardStats) -> str | None:
         if o in drops:
-            stats.drop("near_duplicate", doc, o, keep_samples, duplicate_of_ordinal=drops[o])
-            continue
-        kept.append(doc)
-    write_parquet(out, _docs_to_table(kept, [], schema=SCHEMA))
-    stats_path = out.with_suffix(".stats.json")
-    atomic_write_json(stats_path, stats.to_dict())
-    mark_done([out, stats_path], marker)
-    return True
+            doc.metadata["duplicate_of_ordinal"] = drops[o]
+            return "near_duplicate"
+        return None
+
+    return _rewrite_shard(Path(work), source, "final", shard, keep_samples, decide, schema=SCHEMA)
+
 
 
 # ----------------------------------------------------------------------------- the driver
