@@ -65,7 +65,7 @@ from .urls import normalize_url
 WORK_SCHEMA = SCHEMA.append(pa.field("ordinal", pa.int64()))
 _SAMPLE_CHARS = 2000
 _PART_BYTES = 32 << 20  # line-dedup partition: about this much text per partition
-_PART_DOCS = 1_000_000  # minhash partition: about this many documents per (band, partition)
+_PART_DOCS = 1_000_000  # URL and MinHash partitions: about this many documents each
 _MAX_VERIFY = 64  # earlier bucket members a candidate is checked against
 
 
