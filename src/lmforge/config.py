@@ -26,7 +26,7 @@ class _Strict(BaseModel):
 
 
 class LineRules(_Strict):
-    """C4's line and page rules, applied in the reference order (see ``cleaning/c4.py``).
+    """C4's line and page rules, applied in the reference order (see ``cleaning/filters.py``).
 
     Setting a rule's value to ``null`` (or ``false``) turns that rule off.
     """

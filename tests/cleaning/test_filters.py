@@ -149,6 +149,9 @@ def test_max_page_length():
         ("J. R. R. Tolkien wrote books. He was English.", 2),
         ('He said "Stop." Then he left.', 2),
         ("no terminal punctuation", 1),
+        ("Start the repl.  repl can be used later.", 2),  # Punkt splits before a lower-case word too
+        ("It takes (args). 'args' is a list.", 2),
+        ("Values are approx. ten or so.", 1),
     ],
 )
 def test_sentence_counts(text, n):
@@ -214,6 +217,12 @@ def test_language_threshold_is_applied():
     doc = Document(id="m", text=mixed)
     loose(doc, Counter())
     assert 0.3 <= doc.metadata["language_score"] < 0.99
+
+
+def test_short_english_is_english_with_cld2():
+    # CLD2's raw percentage for a short text tops out below 99; the normalised share does not.
+    doc = Document(id="s", text="The quick brown fox jumps over the lazy dog.")
+    assert LanguageFilter(LanguageConfig())(doc, Counter()) is None and doc.metadata["language_score"] == 1.0
 
 
 def test_language_handles_unencodable_text():

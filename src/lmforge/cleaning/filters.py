@@ -108,8 +108,8 @@ class LanguageFilter:
 
     C4 used langdetect (English, p >= 0.99). The default backend is CLD2 (``pycld2``), whose
     model is inside its wheel and which is two orders of magnitude faster; its "probability"
-    is the share of the text's bytes CLD2 assigns to the top language, and an unreliable
-    detection counts as 0. ``langdetect`` is available as the reference backend.
+    is the top language's share of the text CLD2 attributes to any language (see
+    :func:`detect_cld2`), and an unreliable detection counts as 0. ``langdetect`` is available as the reference backend.
     """
 
     name = "language"
@@ -156,7 +156,12 @@ def detect_cld2(text: str) -> tuple[str, float]:
     name, code, percent, _score = details[0]
     if not reliable or code == "un":
         return code, 0.0
-    return code, percent / 100.0
+    # CLD2's percentages are shares of the bytes it scored, including a byte it appends, so a
+    # short all-English text gets 96 ("The quick brown fox jumps."). Normalised by the total
+    # share of detected languages, that text scores 1.0 while a page split 60/40 between two
+    # languages still scores 0.6.
+    detected = sum(p for _, c, p, _ in details if c != "un")
+    return code, percent / detected if detected else 0.0
 
 
 _LANGDETECT_FACTORY = None

@@ -5,12 +5,14 @@ from __future__ import annotations
 import re
 
 # Sentence boundaries: an end mark (optionally followed by closing quotes or brackets), then
-# whitespace, then something that can open a sentence. C4 counted sentences with NLTK's Punkt
-# model, whose data is a download; this rule plus a list of common abbreviations gives the
-# same counts on ordinary prose without one.
-_BOUNDARY = re.compile(r"(?<=[.!?])[\"'\u201d\u2019)\]]*\s+(?=[\"'\u201c\u2018(\[]?[A-Z0-9])")
+# whitespace, then a word, quote or bracket. C4 counted sentences with NLTK's Punkt model,
+# whose data is a download; like Punkt, this splits before a lower-case word too ("... the
+# repl.  repl can be"), unless the word before the period is a known abbreviation or an
+# initial.
+_BOUNDARY = re.compile(r"(?<=[.!?])[\"'\u201d\u2019)\]]*\s+(?=[\"'\u201c\u2018(\[]?\w)")
 _ABBREVIATIONS = frozenset(
-    "mr mrs ms dr prof sr jr st vs etc e.g i.e cf al fig figs no nos vol pp ed eds approx dept est inc ltd co corp jan feb mar apr jun jul aug sep sept oct nov dec".split()
+    "mr mrs ms dr prof sr jr st vs etc e.g i.e cf al fig figs no nos vol pp ed eds approx dept est inc ltd co "
+    "corp a.m p.m jan feb mar apr jun jul aug sep sept oct nov dec".split()
 )
 
 
