@@ -73,8 +73,13 @@ def one_run(corpus: str, out: str, workers: int, part_docs: int, part_bytes: int
     stage._PART_BYTES = part_bytes
     cfg = CleanConfig(inputs=[corpus], output=out, workers=workers)
     t0 = time.perf_counter()
-    result = stage.run_clean(cfg, log=lambda m: None)
+    marks: list[tuple[str, float]] = []  # (phase, seconds since start) from the stage's log lines
+    result = stage.run_clean(cfg, log=lambda m: marks.append((m.split(":")[0].split(" (")[0], time.perf_counter() - t0)))
     wall = time.perf_counter() - t0
+    phases, last = {}, 0.0
+    for name, t in marks:
+        phases[name] = round(t - last, 2)
+        last = t
     return {
         "wall_s": wall,
         "documents_in": result.stats["documents_in"],
@@ -83,6 +88,7 @@ def one_run(corpus: str, out: str, workers: int, part_docs: int, part_bytes: int
         "near_duplicates": result.stats["dropped"].get("near_duplicate", {}).get("documents", 0),
         "driver_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "worker_peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+        "phase_seconds": phases,
     }
 
 
@@ -122,6 +128,12 @@ def main() -> None:
             f"{mb / r['wall_s']:.2f} | {mb / r['wall_s'] / args.workers:.2f} | {r['documents_out']:,} | {r['near_duplicates']:,} | "
             f"{r['driver_peak_rss_mb']:.0f} | {r['worker_peak_rss_mb']:.0f} |"
         )
+    print("\nseconds per phase (to the end of the phase's log line; 'near dedup' includes clustering):\n")
+    names = list(rows[0]["phase_seconds"])
+    print("| documents | " + " | ".join(names) + " |")
+    print("|---:|" + "---:|" * len(names))
+    for r in rows:
+        print(f"| {r['documents_in']:,} | " + " | ".join(f"{r['phase_seconds'].get(n, 0):.1f}" for n in names) + " |")
     out = Path(__file__).parent / "results" / "clean_stage.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(rows, indent=2))
