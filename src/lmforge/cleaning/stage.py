@@ -341,6 +341,8 @@ def _dedup_apply(work: str, shard: int, cfg_json: str, n_parts: int) -> bool:
         elif remove:
             stats.lines["sentence:span_duplicate"] += len(remove)
             doc.text = _drop_sentences(doc.text, remove)
+            if not doc.text:
+                return "all_spans_duplicate"
             if len(doc.text.split()) < cfg.line_dedup.min_words_after_span_removal:
                 return "span_duplicates"
         if min_sent is not None and len(_sentences(doc.text)) < min_sent:
@@ -348,7 +350,6 @@ def _dedup_apply(work: str, shard: int, cfg_json: str, n_parts: int) -> bool:
         return None
 
     return _rewrite_shard(wd, "filter", "dedup", shard, cfg.dropped_samples, decide)
-
 
 
 def _drop_sentences(text: str, remove: set[int]) -> str:
