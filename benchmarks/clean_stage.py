@@ -23,18 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-WORDS = (
-    "the of and to in is was for on that with as by at from his her they we you are this have not be or had "
-    "an which one their all were when there can been has more if will would who so out no what up about into "
-    "than them only other its time some could these two may first then do any like my now over such our man "
-    "me even most made after also did many before must through back years where much your way well down should "
-    "because each just those people how too little state good very make world still own see men work long get "
-    "here between both life being under never day same another know while last might us great old year off come"
-).split()
-
-
-def sentence(rng: random.Random) -> str:
-    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 14))).capitalize() + "."
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for tests/
+from tests.cleaning.corpus_gen import sentence  # noqa: E402  (the generator the tests use)
 
 
 def make_corpus(path: Path, n: int, seed: int = 0) -> int:
