@@ -44,29 +44,94 @@ def clean(inputs, output, params_path, overrides, workers, on_bad_input, max_doc
     for key, value in (("output", output), ("workers", workers), ("on_bad_input", on_bad_input), ("max_documents", max_documents)):
         if value is not None:
             flags.append(f"clean.{key}={json.dumps(value)}")
+    params = _params(params_path, flags)
     try:
-        params = load_params(params_path, flags)
         result = run_clean(params.clean, log=lambda m: click.echo(m, err=True))
-    except (ConfigError, CorpusError, FileNotFoundError, ValueError, RuntimeError) as exc:
+    except _ERRORS as exc:
         _fail(str(exc))
         return
     click.echo(format_clean_stats(result.stats, result.seconds, result.skipped))
+
+
+_KIND = click.Choice(["bpe", "wordpiece", "unigram", "char"])
+_ERRORS: tuple[type[Exception], ...] = (ConfigError, CorpusError, FileNotFoundError, ValueError, RuntimeError)
+
+
+def _params(params_path: str, overrides: list[str]):
+    try:
+        return load_params(params_path, overrides)
+    except ConfigError as exc:
+        _fail(str(exc))
+
+
+@main.command()
+@click.option("--kind", "kinds", multiple=True, type=_KIND, help="Train only these kinds (default: tokenizer.kinds).")
+@click.option("--params", "params_path", default="params.yaml", show_default=True, help="Parameters file.")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a parameter.")
+def tokenizer(kinds, params_path, overrides) -> None:
+    """Train the tokenizers (byte-level BPE, WordPiece, Unigram, ELMo characters) on the clean corpus.
+
+    Each is saved under tokenizer.output/<kind>/ as a directory that
+    transformers.PreTrainedTokenizerFast.from_pretrained loads, with metrics.json measured on
+    the validation split.
+    """
+    from .tokenization.train import run_tokenizers
+
+    params = _params(params_path, list(overrides))
+    try:
+        results = run_tokenizers(params, list(kinds) or None, log=lambda m: click.echo(m, err=True))
+    except _ERRORS as exc:
+        _fail(str(exc))
+        return
+    click.echo(format_tokenizer_metrics(results))
+
+
+@main.command()
+@click.option("--kind", "kinds", multiple=True, type=_KIND, help="Encode only with these kinds (default: tokenize.kinds).")
+@click.option("--params", "params_path", default="params.yaml", show_default=True, help="Parameters file.")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a parameter.")
+def tokenize(kinds, params_path, overrides) -> None:
+    """Encode the clean corpus once per tokenizer kind into memory-mapped token stores."""
+    from .tokenization.store import StoreError, TokenStore, build_store
+
+    params = _params(params_path, list(overrides))
+    try:
+        for kind in list(kinds) or params.tokenize.kinds or params.tokenizer.kinds:
+            build_store(params, kind, log=lambda m: click.echo(m, err=True))
+            click.echo(TokenStore(f"{params.tokenize.output}/{kind}").summary())
+    except (*_ERRORS, StoreError) as exc:
+        _fail(str(exc))
 
 
 @main.command()
 @click.option("--params", "params_path", default="params.yaml", show_default=True, help="Parameters file.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a parameter.")
 def run(params_path, overrides) -> None:
-    """Run the whole pipeline as params.yaml configures it (the stages built so far: clean)."""
+    """Run the whole pipeline as params.yaml configures it (built so far: clean, tokenizer, tokenize)."""
     from .cleaning.stage import run_clean
+    from .tokenization.store import StoreError, TokenStore, build_store
+    from .tokenization.train import run_tokenizers
 
+    params = _params(params_path, list(overrides))
+    log = lambda m: click.echo(m, err=True)  # noqa: E731
     try:
-        params = load_params(params_path, list(overrides))
-        result = run_clean(params.clean, log=lambda m: click.echo(m, err=True))
-    except (ConfigError, CorpusError, FileNotFoundError, ValueError, RuntimeError) as exc:
+        result = run_clean(params.clean, log=log)
+        click.echo(format_clean_stats(result.stats, result.seconds, result.skipped))
+        click.echo(format_tokenizer_metrics(run_tokenizers(params, log=log)))
+        for kind in params.tokenize.kinds or params.tokenizer.kinds:
+            build_store(params, kind, log=log)
+            click.echo(TokenStore(f"{params.tokenize.output}/{kind}").summary())
+    except (*_ERRORS, StoreError) as exc:
         _fail(str(exc))
-        return
-    click.echo(format_clean_stats(result.stats, result.seconds, result.skipped))
+
+
+def format_tokenizer_metrics(results: dict) -> str:
+    lines = ["tokenizers (metrics on the validation split):",
+             f"  {'kind':10s} {'vocab':>7s} {'tokens/word':>12s} {'bytes/token':>12s} {'unknown':>9s} {'round trip':>11s}"]
+    for kind, m in results.items():
+        rt = f"{m['round_trip_rate']:.3f}" + ("" if m["round_trip_promised"] else " (n/a)")
+        lines.append(f"  {kind:10s} {m['vocab_size']:7d} {m['tokens_per_word']:12.3f} {m['bytes_per_token']:12.3f} {m['unknown_rate']:9.4f} {rt:>11s}")
+    return "\n".join(lines)
 
 
 def format_clean_stats(stats: dict, seconds: float, skipped: bool) -> str:

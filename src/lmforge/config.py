@@ -130,10 +130,135 @@ class CleanConfig(_Strict):
     near_dedup: NearDedupConfig = NearDedupConfig()
 
 
+# ----------------------------------------------------------------------------- tokenizers
+
+
+def _check_roles(allowed: set[str], required: set[str]):
+    """A validator for ``special_tokens``: known roles only, the required ones present, no token twice."""
+
+    def check(cls, value: dict[str, str]) -> dict[str, str]:
+        unknown = set(value) - allowed
+        if unknown:
+            raise ValueError(f"unknown role(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
+        missing = required - set(value)
+        if missing:
+            raise ValueError(f"missing role(s) {sorted(missing)}")
+        if len(set(value.values())) != len(value):
+            raise ValueError("a token is given for two roles")
+        if any(not t for t in value.values()):
+            raise ValueError("empty token")
+        return value
+
+    return field_validator("special_tokens")(classmethod(check))
+
+
+class BpeConfig(_Strict):
+    """Byte-level BPE (GPT, BART, Transformer-XL): GPT-2 pre-tokenisation, no normalisation."""
+
+    vocab_size: int = Field(8000, ge=300, description="including the 256 byte symbols and the specials")
+    min_frequency: int = Field(2, ge=1)
+    special_tokens: dict[str, str] = Field(
+        {"bos": "<s>", "pad": "<pad>", "eos": "</s>", "unk": "<unk>", "mask": "<mask>"},
+        description="role -> token, at ids 0, 1, ... in this order",
+    )
+
+    _roles = _check_roles({"bos", "pad", "eos", "unk", "mask"}, required={"pad", "eos"})
+
+
+class WordPieceConfig(_Strict):
+    """WordPiece (BERT, ERNIE)."""
+
+    vocab_size: int = Field(8000, ge=100)
+    min_frequency: int = Field(2, ge=1)
+    lowercase: bool = True
+    strip_accents: bool | None = Field(None, description="null: strip accents when lower-casing, as BERT does")
+    special_tokens: dict[str, str] = Field(
+        {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"},
+        description="role -> token, at ids 0, 1, ... in this order",
+    )
+
+    _roles = _check_roles({"pad", "unk", "cls", "sep", "mask"}, required={"pad", "unk", "cls", "sep", "mask"})
+
+
+class UnigramConfig(_Strict):
+    """Unigram with Metaspace (T5, Switch, ALBERT, XLNet): one vocabulary with every family's specials."""
+
+    vocab_size: int = Field(8000, ge=100, description="including the specials and the sentinels")
+    sentinels: int = Field(100, ge=0, description="T5 <extra_id_N> tokens at the top ids")
+    normalization: Literal["nfkc", "none"] = "nfkc"
+    lowercase: bool = False
+    special_tokens: dict[str, str] = Field(
+        {"pad": "<pad>", "eos": "</s>", "unk": "<unk>", "bos": "<s>", "cls": "<cls>", "sep": "<sep>",
+         "mask": "<mask>", "eod": "<eod>", "eop": "<eop>"},
+        description="role -> token, at ids 0, 1, ... in this order (T5: pad 0, eos 1, unk 2)",
+    )
+
+    _roles = _check_roles({"pad", "eos", "unk", "bos", "cls", "sep", "mask", "eod", "eop"}, required={"pad", "eos", "unk"})
+
+    @field_validator("special_tokens")
+    @classmethod
+    def _t5_ids(cls, value: dict[str, str]) -> dict[str, str]:
+        if list(value)[:3] != ["pad", "eos", "unk"]:
+            raise ValueError("the first three roles must be pad, eos, unk (ids 0, 1, 2 as in T5)")
+        return value
+
+
+class CharConfig(_Strict):
+    """ELMo characters (bilm scheme) and the word vocabulary its softmax predicts."""
+
+    word_vocab_size: int = Field(10000, ge=10)
+    min_frequency: int = Field(1, ge=1)
+    max_characters: int = Field(50, ge=3, description="characters per token, bow and eow included")
+    special_tokens: dict[str, str] = Field(
+        {"pad": "<pad>", "unk": "<unk>", "bos": "<S>", "eos": "</S>"},
+        description="role -> word-vocabulary token, at ids 0, 1, ... in this order",
+    )
+
+    _roles = _check_roles({"pad", "unk", "bos", "eos"}, required={"pad", "unk", "bos", "eos"})
+
+
+class SplitConfig(_Strict):
+    """Train / validation / test by a stable hash of the document id."""
+
+    validation: float = Field(0.05, ge=0.0, lt=1.0)
+    test: float = Field(0.05, ge=0.0, lt=1.0)
+    salt: str = "lmforge"
+
+    @field_validator("test")
+    @classmethod
+    def _leaves_training_data(cls, value: float, info: Any) -> float:
+        if value + info.data.get("validation", 0.0) >= 1.0:
+            raise ValueError("validation + test must be below 1 (nothing would be left to train on)")
+        return value
+
+
+TokenizerKind = Literal["bpe", "wordpiece", "unigram", "char"]
+
+
+class TokenizerConfig(_Strict):
+    input: str | None = Field(None, description="clean Parquet shards; null: clean.output")
+    output: str = "data/tokenizers"
+    kinds: list[TokenizerKind] = Field(["bpe", "wordpiece", "unigram", "char"], min_length=1)
+    max_training_documents: int | None = Field(None, ge=1)
+    bpe: BpeConfig = BpeConfig()
+    wordpiece: WordPieceConfig = WordPieceConfig()
+    unigram: UnigramConfig = UnigramConfig()
+    char: CharConfig = CharConfig()
+
+
+class TokenizeConfig(_Strict):
+    output: str = "data/tokens"
+    kinds: list[TokenizerKind] | None = Field(None, description="null: every kind in tokenizer.kinds")
+    batch_size: int = Field(1000, ge=1, description="documents encoded per batch (bounds memory)")
+
+
 class Params(_Strict):
     """The root of ``params.yaml``."""
 
     clean: CleanConfig = CleanConfig()
+    split: SplitConfig = SplitConfig()
+    tokenizer: TokenizerConfig = TokenizerConfig()
+    tokenize: TokenizeConfig = TokenizeConfig()
 
 
 # ----------------------------------------------------------------------------- loading

@@ -16,9 +16,9 @@ _ABBREVIATIONS = frozenset(
 )
 
 
-def split_sentences(text: str) -> list[str]:
-    """Split ``text`` into sentences (non-empty, stripped)."""
-    pieces: list[str] = []
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) character spans of the sentences of one line of text, whitespace trimmed."""
+    spans: list[tuple[int, int]] = []
     start = 0
     for m in _BOUNDARY.finditer(text):
         candidate = text[start : m.start()]
@@ -27,13 +27,33 @@ def split_sentences(text: str) -> list[str]:
         # "e.g." / "Dr." / a single-letter initial ("J. Smith") do not end a sentence.
         if last_word.endswith(".") and (token in _ABBREVIATIONS or (len(token) == 1 and token.isalpha())):
             continue
-        if candidate.strip():
-            pieces.append(candidate.strip())
+        _add_span(text, start, m.start(), spans)
         start = m.end()
-    tail = text[start:].strip()
-    if tail:
-        pieces.append(tail)
-    return pieces
+    _add_span(text, start, len(text), spans)
+    return spans
+
+
+def _add_span(text: str, start: int, end: int, spans: list[tuple[int, int]]) -> None:
+    piece = text[start:end]
+    if piece.strip():
+        lead = len(piece) - len(piece.lstrip())
+        trail = len(piece) - len(piece.rstrip())
+        spans.append((start + lead, end - trail))
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split ``text`` (one line) into sentences (non-empty, stripped)."""
+    return [text[s:e] for s, e in sentence_spans(text)]
+
+
+def sentence_starts(text: str) -> list[int]:
+    """Character offsets where sentences start in a multi-line text (each line is a paragraph)."""
+    starts: list[int] = []
+    pos = 0
+    for line in text.split("\n"):
+        starts.extend(pos + s for s, _ in sentence_spans(line))
+        pos += len(line) + 1
+    return starts
 
 
 _NON_WORD = re.compile(r"[^\w\s]+")

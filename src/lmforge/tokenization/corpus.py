@@ -1,0 +1,23 @@
+"""Reading the cleaned corpus (the clean stage's Parquet shards) in a stable order."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from ..config import Params
+
+
+def clean_dir(params: Params) -> Path:
+    return Path(params.tokenizer.input or params.clean.output)
+
+
+def iter_clean(directory: Path, batch_size: int = 1000) -> Iterator[tuple[str, str]]:
+    """(id, text) of every kept document, shard by shard, streaming."""
+    shards = sorted(directory.glob("shard-*.parquet"))
+    for shard in shards:
+        pf = pq.ParquetFile(shard)
+        for batch in pf.iter_batches(batch_size=batch_size, columns=["id", "text"]):
+            yield from zip(batch.column("id").to_pylist(), batch.column("text").to_pylist())

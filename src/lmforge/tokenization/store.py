@@ -1,0 +1,276 @@
+"""The pre-tokenized token store: the clean corpus encoded once per tokenizer kind.
+
+Layout of ``<output>/<kind>/``::
+
+    manifest.json                 kind, tokenizer hash, dtype, per-split counts, file sizes and sha256
+    <split>/tokens.bin            token ids (uint16 when the vocabulary fits, else uint32)
+    <split>/flags.bin             uint8 per token: bit 0 word start, bit 1 sentence start
+    <split>/doc_offsets.bin       int64, documents + 1 entries: document d is tokens[off[d]:off[d+1]]
+    <split>/doc_ids.jsonl         one JSON string per document, in order
+
+Word starts come from the tokenizer's word ids (its pre-tokenisation), sentence starts from the
+character offsets of the tokens and the sentence splitter, never from a spelling convention
+such as WordPiece's ``##``. Documents are split by a stable hash of their id. Encoding streams
+in batches (the Rust engine encodes each batch on all cores), so memory is bounded by a batch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+from tokenizers import Encoding, Tokenizer
+
+from .. import __version__
+from ..cleaning.text import sentence_starts
+from ..config import Params
+from ..corpus.document import CorpusError
+from ..splits import SPLITS, split_of
+from .corpus import clean_dir, iter_clean
+from .train import tokenizer_sha256
+
+WORD_START = 1
+SENTENCE_START = 2
+FILES = ("tokens.bin", "flags.bin", "doc_offsets.bin", "doc_ids.jsonl")
+
+
+class StoreError(RuntimeError):
+    """A token store that is missing, corrupt, or does not match what was asked for."""
+
+
+def token_dtype(vocab_size: int) -> np.dtype:
+    return np.dtype(np.uint16) if vocab_size <= 2**16 else np.dtype(np.uint32)
+
+
+def token_flags(enc: Encoding, text: str) -> np.ndarray:
+    """Word-start and sentence-start flags of one document's tokens."""
+    n = len(enc.ids)
+    flags = np.zeros(n, dtype=np.uint8)
+    if n == 0:
+        return flags
+    words = np.array([-1 if w is None else w for w in enc.word_ids], dtype=np.int64)
+    starts = np.ones(n, dtype=bool)
+    starts[1:] = words[1:] != words[:-1]
+    flags[starts] |= WORD_START
+    # The token holding a sentence's first character is the first token ending after it; the
+    # sentence starts at the first token of that token's word (a lone "▁" or " " piece
+    # belongs to the word that follows it).
+    ends = np.array([e for _, e in enc.offsets], dtype=np.int64)
+    pos = np.array(sentence_starts(text), dtype=np.int64)
+    idx = np.searchsorted(ends, pos, side="right")
+    idx = idx[idx < n]
+    word_first = np.maximum.accumulate(np.where(starts, np.arange(n), 0))
+    flags[word_first[idx]] |= SENTENCE_START
+    return flags
+
+
+class _SplitWriter:
+    """Appends one split's arrays, hashing as it writes."""
+
+    def __init__(self, directory: Path, dtype: np.dtype):
+        directory.mkdir(parents=True)
+        self.dtype = dtype
+        self.files: dict[str, BinaryIO] = {n: open(directory / n, "wb") for n in FILES}
+        self.hashes = {n: hashlib.sha256() for n in FILES}
+        self.sizes = dict.fromkeys(FILES, 0)
+        self.tokens = 0
+        self.documents = 0
+        self._write("doc_offsets.bin", np.zeros(1, dtype=np.int64).tobytes())
+
+    def _write(self, name: str, data: bytes) -> None:
+        self.files[name].write(data)
+        self.hashes[name].update(data)
+        self.sizes[name] += len(data)
+
+    def add(self, doc_id: str, ids: list[int], flags: np.ndarray) -> None:
+        self._write("tokens.bin", np.asarray(ids, dtype=self.dtype).tobytes())
+        self._write("flags.bin", flags.tobytes())
+        self.tokens += len(ids)
+        self.documents += 1
+        self._write("doc_offsets.bin", np.array([self.tokens], dtype=np.int64).tobytes())
+        self._write("doc_ids.jsonl", (json.dumps(doc_id, ensure_ascii=False) + "\n").encode("utf-8"))
+
+    def close(self) -> dict[str, Any]:
+        for fh in self.files.values():
+            fh.flush()
+            os.fsync(fh.fileno())
+            fh.close()
+        return {
+            "documents": self.documents,
+            "tokens": self.tokens,
+            "files": {n: {"bytes": self.sizes[n], "sha256": self.hashes[n].hexdigest()} for n in FILES},
+        }
+
+
+def _fingerprint(params: Params, kind: str, tok_sha: str) -> str:
+    stats = clean_dir(params) / "stats.json"
+    source = json.loads(stats.read_text(encoding="utf-8")).get("shards") if stats.exists() else None
+    items = [__version__, kind, tok_sha, source, params.split.model_dump(mode="json")]
+    return hashlib.sha256(json.dumps(items, sort_keys=True).encode()).hexdigest()
+
+
+def build_store(params: Params, kind: str, log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Encode the clean corpus with the trained ``kind`` tokenizer; up to date stores are kept."""
+    tok_dir = Path(params.tokenizer.output) / kind
+    if not (tok_dir / "tokenizer.json").exists():
+        raise StoreError(f"{tok_dir}: no trained {kind} tokenizer; run `lmforge tokenizer` first")
+    src = clean_dir(params)
+    if not (src / "stats.json").exists():
+        raise CorpusError(f"{src}: no cleaned corpus (stats.json missing); run `lmforge clean` first")
+    tok_sha = tokenizer_sha256(tok_dir)
+    out = Path(params.tokenize.output) / kind
+    fp = _fingerprint(params, kind, tok_sha)
+    if (out / "manifest.json").exists():
+        try:
+            store = TokenStore(out)
+            if store.manifest.get("fingerprint") == fp:
+                store.verify(full=False)
+                log(f"token store {kind}: up to date")
+                return store.manifest
+        except StoreError:
+            pass  # rebuild
+    tok = Tokenizer.from_file(str(tok_dir / "tokenizer.json"))
+    dtype = token_dtype(tok.get_vocab_size())
+    tmp = out.parent / f".{kind}.tmp-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    writers = {s: _SplitWriter(tmp / s, dtype) for s in SPLITS}
+    t0 = time.perf_counter()
+    n_bytes = 0
+    batch: list[tuple[str, str]] = []
+
+    def flush() -> None:
+        encs = tok.encode_batch([t for _, t in batch], add_special_tokens=False)
+        for (doc_id, text), enc in zip(batch, encs):
+            writers[split_of(doc_id, params.split)].add(doc_id, enc.ids, token_flags(enc, text))
+        batch.clear()
+
+    for doc_id, text in iter_clean(src, params.tokenize.batch_size):
+        batch.append((doc_id, text))
+        n_bytes += len(text.encode("utf-8"))
+        if len(batch) >= params.tokenize.batch_size:
+            flush()
+    if batch:
+        flush()
+    seconds = time.perf_counter() - t0
+    manifest = {
+        "kind": kind,
+        "tokenizer": str(tok_dir),
+        "tokenizer_sha256": tok_sha,
+        "vocab_size": tok.get_vocab_size(),
+        "dtype": dtype.name,
+        "flags": {"word_start": WORD_START, "sentence_start": SENTENCE_START},
+        "source": str(src),
+        "source_bytes": n_bytes,
+        "split": params.split.model_dump(mode="json"),
+        "splits": {s: w.close() for s, w in writers.items()},
+        "fingerprint": fp,
+        "lmforge_version": __version__,
+    }
+    if sum(v["documents"] for v in manifest["splits"].values()) == 0:
+        shutil.rmtree(tmp)
+        raise CorpusError(f"{src}: the cleaned corpus has no documents to tokenize")
+    (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    if out.exists():
+        shutil.rmtree(out)
+    os.replace(tmp, out)
+    store = TokenStore(out)
+    log(store.summary() + f"\n  encoded {n_bytes / 1e6:.1f} MB in {seconds:.1f}s ({n_bytes / 1e6 / max(seconds, 1e-9):.2f} MB/s)")
+    return manifest
+
+
+# ----------------------------------------------------------------------------- reading
+
+
+@dataclass
+class SplitArrays:
+    tokens: np.ndarray  # memory-mapped
+    flags: np.ndarray
+    doc_offsets: np.ndarray
+    directory: Path
+
+    @property
+    def documents(self) -> int:
+        return len(self.doc_offsets) - 1
+
+    def document(self, d: int) -> np.ndarray:
+        return self.tokens[self.doc_offsets[d] : self.doc_offsets[d + 1]]
+
+    def doc_ids(self) -> list[str]:
+        with open(self.directory / "doc_ids.jsonl", encoding="utf-8") as fh:
+            return [json.loads(line) for line in fh]
+
+
+class TokenStore:
+    """A built store, checked against its manifest when opened."""
+
+    def __init__(self, path: str | Path, tokenizer: str | Path | None = None):
+        self.path = Path(path)
+        manifest = self.path / "manifest.json"
+        if not manifest.exists():
+            raise StoreError(f"{self.path}: not a token store (no manifest.json); run `lmforge tokenize`")
+        try:
+            self.manifest = json.loads(manifest.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            raise StoreError(f"{manifest}: unreadable manifest: {exc}") from None
+        if tokenizer is not None:
+            self.check_tokenizer(tokenizer)
+
+    def check_tokenizer(self, tokenizer: str | Path) -> None:
+        """Fail unless the store was encoded with exactly this tokenizer."""
+        sha = tokenizer_sha256(Path(tokenizer))
+        if sha != self.manifest["tokenizer_sha256"]:
+            raise StoreError(
+                f"{self.path}: built with a different tokenizer (store: {self.manifest['tokenizer']} "
+                f"sha256 {self.manifest['tokenizer_sha256'][:12]}, asked: {tokenizer} sha256 {sha[:12]}); "
+                "rebuild it with `lmforge tokenize`"
+            )
+
+    def verify(self, full: bool = True) -> None:
+        """Check every file's size (and with ``full``, its sha256) against the manifest."""
+        for split, info in self.manifest["splits"].items():
+            for name, want in info["files"].items():
+                p = self.path / split / name
+                if not p.exists():
+                    raise StoreError(f"{p}: missing from the token store")
+                size = p.stat().st_size
+                if size != want["bytes"]:
+                    raise StoreError(f"{p}: {size} bytes, the manifest says {want['bytes']} (truncated or modified)")
+                if full:
+                    h = hashlib.sha256()
+                    with open(p, "rb") as fh:
+                        for chunk in iter(lambda: fh.read(1 << 20), b""):
+                            h.update(chunk)
+                    if h.hexdigest() != want["sha256"]:
+                        raise StoreError(f"{p}: checksum differs from the manifest (corrupt or modified)")
+
+    def split(self, name: str) -> SplitArrays:
+        if name not in self.manifest["splits"]:
+            raise StoreError(f"{self.path}: no split {name!r} (has {sorted(self.manifest['splits'])})")
+        self.verify(full=False)
+        d = self.path / name
+        dtype = np.dtype(self.manifest["dtype"])
+
+        def mm(file: str, dt: np.dtype) -> np.ndarray:
+            if (d / file).stat().st_size == 0:
+                return np.zeros(0, dtype=dt)
+            return np.memmap(d / file, dtype=dt, mode="r")
+
+        return SplitArrays(mm("tokens.bin", dtype), mm("flags.bin", np.dtype(np.uint8)), mm("doc_offsets.bin", np.dtype(np.int64)), d)
+
+    def summary(self) -> str:
+        m = self.manifest
+        total = sum(s["tokens"] for s in m["splits"].values())
+        lines = [f"token store {m['kind']} at {self.path}: {total:,} tokens, vocab {m['vocab_size']}, dtype {m['dtype']}"]
+        for name, s in m["splits"].items():
+            lines.append(f"  {name:10s} {s['documents']:8,} documents {s['tokens']:12,} tokens")
+        return "\n".join(lines)

@@ -1,0 +1,318 @@
+"""Train each tokenizer kind with Hugging Face ``tokenizers`` and save it for ``transformers``.
+
+Every kind is saved as a directory that ``transformers.PreTrainedTokenizerFast.from_pretrained``
+loads with its special tokens set (``tokenizer.json`` + ``tokenizer_config.json``), plus
+``metrics.json`` measured on the validation split. The char kind adds ``char_table.npy``
+(the character ids of every word-vocabulary entry) and ``char_config.json``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+
+from .. import __version__
+from ..config import Params, TokenizerConfig
+from ..corpus.document import CorpusError
+from ..splits import split_of
+from .chars import CHAR_VOCAB_SIZE, char_table
+from .corpus import clean_dir, iter_clean
+from .kinds import KIND_INFO, architectures_for
+
+# transformers' names for the roles; roles without one (eod, eop) and the sentinels are extra.
+_HF_ROLE = {"bos": "bos_token", "eos": "eos_token", "unk": "unk_token", "pad": "pad_token",
+            "cls": "cls_token", "sep": "sep_token", "mask": "mask_token"}
+_SCORE_DECIMALS = 5
+
+
+def _specials(cfg) -> list[str]:
+    return list(cfg.special_tokens.values())
+
+
+def build_bpe(cfg) -> tuple[Tokenizer, Any]:
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=cfg.vocab_size, min_frequency=cfg.min_frequency, special_tokens=_specials(cfg),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False,
+    )
+    return tok, trainer
+
+
+def build_wordpiece(cfg) -> tuple[Tokenizer, Any]:
+    sp = cfg.special_tokens
+    tok = Tokenizer(models.WordPiece(unk_token=sp["unk"]))
+    tok.normalizer = normalizers.BertNormalizer(
+        clean_text=True, handle_chinese_chars=True, strip_accents=cfg.strip_accents, lowercase=cfg.lowercase
+    )
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece(prefix="##")
+    trainer = trainers.WordPieceTrainer(
+        vocab_size=cfg.vocab_size, min_frequency=cfg.min_frequency, special_tokens=_specials(cfg),
+        continuing_subword_prefix="##", show_progress=False,
+    )
+    return tok, trainer
+
+
+def build_unigram(cfg) -> tuple[Tokenizer, Any]:
+    tok = Tokenizer(models.Unigram())
+    # Whitespace runs (newlines included) become one space, as SentencePiece's normaliser does:
+    # Metaspace splits words on spaces only, so a newline would otherwise glue two words.
+    steps = [normalizers.NFKC()] if cfg.normalization == "nfkc" else []
+    steps.append(normalizers.Replace(Regex(r"\s+"), " "))
+    if cfg.lowercase:
+        steps.append(normalizers.Lowercase())
+    tok.normalizer = normalizers.Sequence(steps)
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always")
+    tok.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme="always")
+    trainer = trainers.UnigramTrainer(
+        vocab_size=cfg.vocab_size - cfg.sentinels, special_tokens=_specials(cfg),
+        unk_token=cfg.special_tokens["unk"], show_progress=False,
+    )
+    return tok, trainer
+
+
+def build_char(cfg) -> tuple[Tokenizer, Any]:
+    tok = Tokenizer(models.WordLevel(unk_token=cfg.special_tokens["unk"]))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    trainer = trainers.WordLevelTrainer(
+        vocab_size=cfg.word_vocab_size, min_frequency=cfg.min_frequency, special_tokens=_specials(cfg), show_progress=False
+    )
+    return tok, trainer
+
+
+BUILDERS: dict[str, Callable[[Any], tuple[Tokenizer, Any]]] = {
+    "bpe": build_bpe, "wordpiece": build_wordpiece, "unigram": build_unigram, "char": build_char,
+}
+
+
+def _kind_cfg(cfg: TokenizerConfig, kind: str):
+    return getattr(cfg, kind)
+
+
+def _canonical_unigram(tok: Tokenizer, n_specials: int) -> Tokenizer:
+    """Make Unigram training reproducible: the trainer's scores differ between runs in the last
+    bits of a double (its sums run over hash maps), which reorders pieces with near-equal
+    scores. Scores are rounded to 5 decimals (far below any difference that changes a
+    segmentation) and pieces sorted by (score, piece) after the specials."""
+    data = json.loads(tok.to_str())
+    vocab = data["model"]["vocab"]
+    head = vocab[:n_specials]
+    rest = sorted(([p, round(s, _SCORE_DECIMALS)] for p, s in vocab[n_specials:]), key=lambda ps: (-ps[1], ps[0]))
+    data["model"]["vocab"] = head + rest
+    return Tokenizer.from_str(json.dumps(data))
+
+
+# ----------------------------------------------------------------------------- deterministic WordPiece
+# The WordPiece trainer (a BPE trainer that prefixes word-internal symbols with "##") numbers the
+# "##x" symbols in hash-map order, and those numbers break ties between equally frequent merges,
+# so two runs on the same corpus can give different vocabularies (tokenizers issue #1794). The
+# plain BPE trainer numbers its alphabet in code-point order. So we train plain BPE on words whose
+# word-internal characters are moved to a private-use plane (a distinct symbol per character, as
+# "##x" is) and map the learned vocabulary back: the same algorithm, with deterministic ties.
+_CONT = 0xF0000  # Supplementary Private Use Area-A; word-internal BMP characters go here
+_CONT_ASTRAL = 0x100000 - 0x10000  # Area-B; word-internal plane-1 characters (emoji) go here
+
+
+def _mark_internal(word: str) -> str | None:
+    out = [word[0]]
+    for ch in word[1:]:
+        o = ord(ch)
+        if o < 0xFFFE:
+            out.append(chr(_CONT + o))
+        elif 0x10000 <= o < 0x1FFFE:
+            out.append(chr(_CONT_ASTRAL + o))
+        else:
+            return None  # rarer planes: no room in the private-use areas; the word is left out
+    return "".join(out)
+
+
+def _unmark(token: str) -> str:
+    chars = []
+    for ch in token:
+        o = ord(ch)
+        chars.append(chr(o - _CONT_ASTRAL) if o >= 0x100000 else chr(o - _CONT) if o >= _CONT else ch)
+    return "".join(chars)
+
+
+def _private(word: str) -> bool:
+    return any(ord(ch) >= _CONT or 0xE000 <= ord(ch) <= 0xF8FF for ch in word)
+
+
+def _train_wordpiece(texts: Callable[[], Iterator[str]], kcfg) -> Tokenizer:
+    tok, _ = build_wordpiece(kcfg)
+
+    def marked() -> Iterator[str]:
+        for text in texts():
+            words = tok.pre_tokenizer.pre_tokenize_str(tok.normalizer.normalize_str(text))
+            kept = [_mark_internal(w) for w, _ in words if not _private(w)]
+            yield " ".join(w for w in kept if w)
+
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    bpe.train_from_iterator(marked(), trainers.BpeTrainer(
+        vocab_size=kcfg.vocab_size, min_frequency=kcfg.min_frequency, special_tokens=_specials(kcfg), show_progress=False,
+    ))
+    specials = set(_specials(kcfg))
+    vocab: dict[str, int] = {}
+    for token, _ in sorted(bpe.get_vocab().items(), key=lambda kv: kv[1]):
+        if token in specials:
+            vocab[token] = len(vocab)
+        elif ord(token[0]) >= _CONT:
+            vocab["##" + _unmark(token)] = len(vocab)
+        else:
+            vocab[_unmark(token)] = len(vocab)
+    tok.model = models.WordPiece(vocab=vocab, unk_token=kcfg.special_tokens["unk"], continuing_subword_prefix="##")
+    return tok
+
+
+def train_kind(kind: str, texts: Callable[[], Iterator[str]], cfg: TokenizerConfig) -> Tokenizer:
+    """Train one kind on the texts (a callable returning a fresh iterator, in a stable order)."""
+    kcfg = _kind_cfg(cfg, kind)
+    if kind == "wordpiece":
+        tok = _train_wordpiece(texts, kcfg)
+    else:
+        tok, trainer = BUILDERS[kind](kcfg)
+        tok.train_from_iterator(texts(), trainer)
+    if kind == "unigram":
+        tok = _canonical_unigram(tok, len(kcfg.special_tokens))
+        # T5 sentinels at the top ids, counting down: <extra_id_0> is the last id.
+        tok.add_special_tokens([f"<extra_id_{i}>" for i in reversed(range(kcfg.sentinels))])
+    if kind == "wordpiece":
+        sp = kcfg.special_tokens
+        cls, sep = sp["cls"], sp["sep"]
+        tok.post_processor = processors.TemplateProcessing(
+            single=f"{cls} $A {sep}", pair=f"{cls} $A {sep} $B:1 {sep}:1",
+            special_tokens=[(cls, tok.token_to_id(cls)), (sep, tok.token_to_id(sep))],
+        )
+    return tok
+
+
+def hf_tokenizer(tok: Tokenizer, kind: str, cfg: TokenizerConfig):
+    """Wrap as ``transformers.PreTrainedTokenizerFast`` with the roles set."""
+    from transformers import PreTrainedTokenizerFast
+
+    kcfg = _kind_cfg(cfg, kind)
+    kwargs = {_HF_ROLE[r]: t for r, t in kcfg.special_tokens.items() if r in _HF_ROLE}
+    extra = [t for r, t in kcfg.special_tokens.items() if r not in _HF_ROLE]
+    if kind == "unigram":
+        extra += [f"<extra_id_{i}>" for i in range(kcfg.sentinels)]
+    if extra:
+        kwargs["additional_special_tokens"] = extra
+    return PreTrainedTokenizerFast(tokenizer_object=tok, **kwargs)
+
+
+# ----------------------------------------------------------------------------- metrics
+
+
+def measure(tok: Tokenizer, kind: str, texts: list[str], cfg: TokenizerConfig) -> dict[str, Any]:
+    """Metrics on held-out texts: fertility, bytes per token, unknown rate, round trip."""
+    kcfg = _kind_cfg(cfg, kind)
+    unk = tok.token_to_id(kcfg.special_tokens["unk"]) if "unk" in kcfg.special_tokens else None
+    encodings = tok.encode_batch(texts, add_special_tokens=False)
+    n_tokens = sum(len(e.ids) for e in encodings)
+    n_words = sum(len(t.split()) for t in texts)
+    n_bytes = sum(len(t.encode("utf-8")) for t in texts)
+    n_unk = sum(e.ids.count(unk) for e in encodings) if unk is not None else 0
+    decoded = tok.decode_batch([e.ids for e in encodings], skip_special_tokens=False)
+    same = sum(d == t for d, t in zip(decoded, texts))
+    return {
+        "kind": kind,
+        "architectures": architectures_for(kind),
+        "vocab_size": tok.get_vocab_size(),
+        "documents": len(texts),
+        "tokens": n_tokens,
+        "tokens_per_word": round(n_tokens / max(1, n_words), 4),
+        "bytes_per_token": round(n_bytes / max(1, n_tokens), 4),
+        "unknown_rate": round(n_unk / max(1, n_tokens), 6),
+        "round_trip_rate": round(same / max(1, len(texts)), 6),
+        "round_trip_promised": KIND_INFO[kind].round_trip,
+    }
+
+
+# ----------------------------------------------------------------------------- the stage
+
+
+def fingerprint(params: Params, kind: str) -> str:
+    cfg = params.tokenizer
+    src = clean_dir(params)
+    stats = src / "stats.json"
+    source = json.loads(stats.read_text(encoding="utf-8")).get("shards") if stats.exists() else None
+    items = [__version__, kind, _kind_cfg(cfg, kind).model_dump(mode="json"), cfg.max_training_documents,
+             params.split.model_dump(mode="json"), source]
+    return hashlib.sha256(json.dumps(items, sort_keys=True).encode()).hexdigest()
+
+
+def tokenizer_sha256(directory: Path) -> str:
+    return hashlib.sha256((directory / "tokenizer.json").read_bytes()).hexdigest()
+
+
+def run_tokenizers(params: Params, kinds: list[str] | None = None, log: Callable[[str], None] = print) -> dict[str, dict]:
+    """Train every requested kind; a kind whose inputs and settings are unchanged is kept."""
+    cfg = params.tokenizer
+    out_root = Path(cfg.output)
+    src = clean_dir(params)
+    if not (src / "stats.json").exists():
+        raise CorpusError(f"{src}: no cleaned corpus (stats.json missing); run `lmforge clean` first")
+    results = {}
+    for kind in kinds or cfg.kinds:
+        out = out_root / kind
+        fp = fingerprint(params, kind)
+        metrics_path = out / "metrics.json"
+        if metrics_path.exists() and (out / "tokenizer.json").exists():
+            prev = json.loads(metrics_path.read_text(encoding="utf-8"))
+            if prev.get("fingerprint") == fp and prev.get("tokenizer_sha256") == tokenizer_sha256(out):
+                log(f"tokenizer {kind}: up to date")
+                results[kind] = prev
+                continue
+
+        def train_texts() -> Iterator[str]:
+            n = 0
+            for doc_id, text in iter_clean(src):
+                if split_of(doc_id, params.split) == "train":
+                    if cfg.max_training_documents is not None and n >= cfg.max_training_documents:
+                        return
+                    n += 1
+                    yield text
+
+        if next(train_texts(), None) is None:
+            raise CorpusError(f"{src}: no documents in the train split to train the {kind} tokenizer on")
+        t0 = time.perf_counter()
+        tok = train_kind(kind, train_texts, cfg)
+        seconds = time.perf_counter() - t0
+        held_out = [t for i, t in iter_clean(src) if split_of(i, params.split) == "validation"]
+        metrics = measure(tok, kind, held_out or list(train_texts()), cfg)
+        metrics["measured_on"] = "validation" if held_out else "train (no validation documents)"
+        metrics["training_seconds"] = round(seconds, 3)
+        tmp = out_root / f".{kind}.tmp-{os.getpid()}"
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        hf_tokenizer(tok, kind, cfg).save_pretrained(str(tmp))
+        if kind == "char":
+            kcfg = cfg.char
+            vocab = [tok.id_to_token(i) for i in range(tok.get_vocab_size())]
+            sp = kcfg.special_tokens
+            np.save(tmp / "char_table.npy", char_table(vocab, kcfg.max_characters, sp["bos"], sp["eos"]))
+            (tmp / "char_config.json").write_text(json.dumps(
+                {"max_characters": kcfg.max_characters, "char_vocab_size": CHAR_VOCAB_SIZE,
+                 "bos_char": 256, "eos_char": 257, "bow_char": 258, "eow_char": 259, "pad_char": 260}, indent=2) + "\n")
+        metrics["fingerprint"] = fp
+        metrics["tokenizer_sha256"] = tokenizer_sha256(tmp)
+        (tmp / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+        log(f"tokenizer {kind}: vocab {metrics['vocab_size']}, {metrics['tokens_per_word']} tokens/word, "
+            f"{metrics['bytes_per_token']} bytes/token, trained in {seconds:.1f}s")
+        results[kind] = metrics
+    return results
