@@ -101,14 +101,27 @@ def _kind_cfg(cfg: TokenizerConfig, kind: str):
 
 
 def _canonical_unigram(tok: Tokenizer, n_specials: int) -> Tokenizer:
-    """Make Unigram training reproducible: the trainer's scores differ between runs in the last
-    bits of a double (its sums run over hash maps), which reorders pieces with near-equal
-    scores. Scores are rounded to 5 decimals (far below any difference that changes a
-    segmentation) and pieces sorted by (score, piece) after the specials."""
+    """Make Unigram training reproducible. Two things vary between runs of the trainer on the
+    same corpus: scores differ in the last bits of a double (its sums run over hash maps), and
+    the characters it appends so that every character stays encodable are given scores a step
+    of 1e-4 apart in hash-set order. So: runs of single characters whose scores lie within
+    2e-4 of each other get their scores reassigned in code-point order, scores are rounded to
+    5 decimals (far below any difference that changes a segmentation), and pieces are sorted by
+    (score, piece) after the specials."""
     data = json.loads(tok.to_str())
     vocab = data["model"]["vocab"]
-    head = vocab[:n_specials]
-    rest = sorted(([p, round(s, _SCORE_DECIMALS)] for p, s in vocab[n_specials:]), key=lambda ps: (-ps[1], ps[0]))
+    head, pieces = vocab[:n_specials], [list(p) for p in vocab[n_specials:]]
+    i = 0
+    while i < len(pieces):
+        j = i + 1
+        while j < len(pieces) and len(pieces[i][0]) == 1 and len(pieces[j][0]) == 1 and abs(pieces[j - 1][1] - pieces[j][1]) <= 2e-4:
+            j += 1
+        if j - i > 1:
+            chars = sorted(p for p, _ in pieces[i:j])
+            scores = sorted((s for _, s in pieces[i:j]), reverse=True)
+            pieces[i:j] = [[c, s] for c, s in zip(chars, scores)]
+        i = j
+    rest = sorted(([p, round(s, _SCORE_DECIMALS)] for p, s in pieces), key=lambda ps: (-ps[1], ps[0]))
     data["model"]["vocab"] = head + rest
     return Tokenizer.from_str(json.dumps(data))
 
@@ -230,6 +243,7 @@ def measure(tok: Tokenizer, kind: str, texts: list[str], cfg: TokenizerConfig) -
         "kind": kind,
         "architectures": architectures_for(kind),
         "vocab_size": tok.get_vocab_size(),
+        "vocab_size_requested": kcfg.word_vocab_size if kind == "char" else kcfg.vocab_size,
         "documents": len(texts),
         "tokens": n_tokens,
         "tokens_per_word": round(n_tokens / max(1, n_words), 4),
