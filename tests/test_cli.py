@@ -2,7 +2,10 @@
 
 import json
 import random
+import subprocess
+import sys
 
+import pytest
 from click.testing import CliRunner
 
 from lmforge.cli import main
@@ -33,3 +36,47 @@ def test_clean_errors_are_clear(tmp_path):
     res = runner.invoke(main, ["clean", "--set", "clean.rules.min_sentences=zero", "-o", str(tmp_path / "o")])
     assert res.exit_code == 2 and "clean.rules.min_sentences" in res.output
     assert not (tmp_path / "o" / "stats.json").exists()
+
+
+def test_tokenizer_and_tokenize_commands(tmp_path):
+    from .tokenization.conftest import small_corpus, write_clean
+
+    write_clean(tmp_path / "clean", small_corpus(80))
+    params = tmp_path / "params.yaml"
+    params.write_text(
+        f"clean: {{output: {tmp_path / 'clean'}}}\n"
+        f"tokenizer: {{output: {tmp_path / 'tok'}, bpe: {{vocab_size: 400}}}}\n"
+        f"tokenize: {{output: {tmp_path / 'tokens'}}}\n"
+    )
+    runner = CliRunner()
+    res = runner.invoke(main, ["tokenizer", "--kind", "bpe", "--params", str(params)])
+    assert res.exit_code == 0, res.output
+    assert "bpe" in res.output and "round trip" in res.output
+    res = runner.invoke(main, ["tokenize", "--kind", "bpe", "--params", str(params)])
+    assert res.exit_code == 0, res.output
+    assert "token store bpe" in res.output and "train" in res.output
+    res = runner.invoke(main, ["tokenize", "--kind", "wordpiece", "--params", str(params)])
+    assert res.exit_code == 2 and "no trained wordpiece tokenizer" in res.output
+    res = runner.invoke(main, ["tokenizer", "--kind", "bogus", "--params", str(params)])
+    assert res.exit_code == 2 and "bogus" in res.output
+
+
+@pytest.mark.slow
+def test_run_executes_every_stage_end_to_end(tmp_path):
+    """`lmforge run` as `make run` calls it, on a small corpus: clean, tokenizers, token stores."""
+    rng = random.Random(1)
+    src = write_jsonl(tmp_path / "c.jsonl", [{"id": f"d{i}", "text": page(rng)} for i in range(150)])
+    (tmp_path / "params.yaml").write_text(
+        f"clean: {{inputs: [{src}], workers: 1}}\n"
+        "tokenizer: {bpe: {vocab_size: 500}, wordpiece: {vocab_size: 400}, unigram: {vocab_size: 300, sentinels: 10}, char: {word_vocab_size: 200}}\n"
+    )
+    res = subprocess.run([sys.executable, "-m", "lmforge.cli", "run"], cwd=tmp_path, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    assert "documents: 150 in" in res.stdout
+    for kind in ("bpe", "wordpiece", "unigram", "char"):
+        assert (tmp_path / "data" / "tokenizers" / kind / "tokenizer.json").exists()
+        manifest = json.loads((tmp_path / "data" / "tokens" / kind / "manifest.json").read_text())
+        assert sum(s["documents"] for s in manifest["splits"].values()) == json.loads(
+            (tmp_path / "data" / "clean" / "stats.json").read_text())["documents_out"]
+    again = subprocess.run([sys.executable, "-m", "lmforge.cli", "run"], cwd=tmp_path, capture_output=True, text=True)
+    assert again.returncode == 0 and again.stderr.count("up to date") == 9  # clean + 4 tokenizers + 4 stores

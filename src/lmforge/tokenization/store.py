@@ -183,8 +183,9 @@ def build_store(params: Params, kind: str, log: Callable[[str], None] = print) -
     if out.exists():
         shutil.rmtree(out)
     os.replace(tmp, out)
-    store = TokenStore(out)
-    log(store.summary() + f"\n  encoded {n_bytes / 1e6:.1f} MB in {seconds:.1f}s ({n_bytes / 1e6 / max(seconds, 1e-9):.2f} MB/s)")
+    total = sum(v["tokens"] for v in manifest["splits"].values())
+    log(f"token store {kind}: {total:,} tokens; encoded {n_bytes / 1e6:.1f} MB in {seconds:.1f}s "
+        f"({n_bytes / 1e6 / max(seconds, 1e-9):.2f} MB/s)")
     return manifest
 
 
