@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +13,14 @@ from ..config import Params
 
 def clean_dir(params: Params) -> Path:
     return Path(params.tokenizer.input or params.clean.output)
+
+
+def clean_shards(params: Params) -> dict[str, str] | None:
+    """The clean output's shard checksums (from its stats.json): what a later stage depends on."""
+    stats = clean_dir(params) / "stats.json"
+    if not stats.exists():
+        return None
+    return json.loads(stats.read_text(encoding="utf-8")).get("shards")
 
 
 def iter_clean(directory: Path, batch_size: int = 1000) -> Iterator[tuple[str, str]]:

@@ -34,7 +34,7 @@ from ..cleaning.text import sentence_starts
 from ..config import Params
 from ..corpus.document import CorpusError
 from ..splits import SPLITS, split_of
-from .corpus import clean_dir, iter_clean
+from .corpus import clean_dir, clean_shards, iter_clean
 from .train import tokenizer_sha256
 
 WORD_START = 1
@@ -111,9 +111,7 @@ class _SplitWriter:
 
 
 def _fingerprint(params: Params, kind: str, tok_sha: str) -> str:
-    stats = clean_dir(params) / "stats.json"
-    source = json.loads(stats.read_text(encoding="utf-8")).get("shards") if stats.exists() else None
-    items = [__version__, kind, tok_sha, source, params.split.model_dump(mode="json")]
+    items = [__version__, kind, tok_sha, clean_shards(params), params.split.model_dump(mode="json")]
     return hashlib.sha256(json.dumps(items, sort_keys=True).encode()).hexdigest()
 
 

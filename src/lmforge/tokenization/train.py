@@ -25,7 +25,7 @@ from ..config import Params, TokenizerConfig
 from ..corpus.document import CorpusError
 from ..splits import split_of
 from .chars import CHAR_VOCAB_SIZE, char_table
-from .corpus import clean_dir, iter_clean
+from .corpus import clean_dir, clean_shards, iter_clean
 from .kinds import KIND_INFO, architectures_for
 
 # transformers' names for the roles; roles without one (eod, eop) and the sentinels are extra.
@@ -259,11 +259,8 @@ def measure(tok: Tokenizer, kind: str, texts: list[str], cfg: TokenizerConfig) -
 
 def fingerprint(params: Params, kind: str) -> str:
     cfg = params.tokenizer
-    src = clean_dir(params)
-    stats = src / "stats.json"
-    source = json.loads(stats.read_text(encoding="utf-8")).get("shards") if stats.exists() else None
     items = [__version__, kind, _kind_cfg(cfg, kind).model_dump(mode="json"), cfg.max_training_documents,
-             params.split.model_dump(mode="json"), source]
+             params.split.model_dump(mode="json"), clean_shards(params)]
     return hashlib.sha256(json.dumps(items, sort_keys=True).encode()).hexdigest()
 
 
