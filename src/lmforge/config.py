@@ -11,15 +11,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator
+
+from .schema import StrictModel
 
 
 class ConfigError(ValueError):
     """A configuration problem, with the offending key in the message."""
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+_Strict = StrictModel
 
 
 # ----------------------------------------------------------------------------- cleaning
