@@ -11,6 +11,7 @@ boundaries from the token store's flags.
 from __future__ import annotations
 
 import json
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -144,7 +145,7 @@ def check_length(objective: str, name: str, value: int, minimum: int) -> None:
         raise ObjectiveError(f"{objective}: {name} must be at least {minimum}, got {value}")
 
 
-class Objective:
+class Objective(ABC):
     """One pretraining objective over a corpus: an example index and a seeded example builder.
 
     Subclasses set ``name``, ``family`` (which feature converter pads them: ``encoder``,
@@ -165,11 +166,13 @@ class Objective:
         self.vocab = vocab
         self.config = config if config is not None else self.Config()
 
+    @abstractmethod
     def __len__(self) -> int:
-        raise NotImplementedError
+        """Examples per epoch."""
 
+    @abstractmethod
     def example(self, index: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
-        raise NotImplementedError
+        """Example ``index`` (0 <= index < len(self)), drawn with ``rng``."""
 
     def statistics(self, examples: list[dict[str, np.ndarray]]) -> dict:
         """The objective's defining numbers measured on built examples (mask rate, label
