@@ -4,7 +4,8 @@ Objectives return unpadded examples (dicts of NumPy arrays); how they are padded
 the key, not on the objective: ids pad with the pad id, labels with -100 (ignored by the
 loss), masks with 0, ``perm_mask`` with 1 (a padded position can see nothing and is seen by
 nothing that matters). 2-D keys pad along both axes. Keys that are per-example scalars
-(``next_sentence_label``) are stacked.
+(``next_sentence_label``) are stacked. ``attention_mask`` (and ``decoder_attention_mask``) are
+added when an example does not carry its own.
 """
 
 from __future__ import annotations
@@ -37,6 +38,10 @@ def pad_batch(examples: Sequence[dict[str, np.ndarray]], pad_id: int, pad_to_mul
 
     if not examples:
         raise ValueError("pad_batch: no examples")
+    # attention masks that an objective did not set: 1 over each example's real tokens
+    for ids_key, mask_key in (("input_ids", "attention_mask"), ("decoder_input_ids", "decoder_attention_mask")):
+        if ids_key in examples[0] and mask_key not in examples[0]:
+            examples = [{**e, mask_key: np.ones(len(e[ids_key]), dtype=np.int64)} for e in examples]
     keys = examples[0].keys()
     batch = {}
     for key in keys:
