@@ -63,12 +63,13 @@ def test_tokenizer_and_tokenize_commands(tmp_path):
 
 @pytest.mark.slow
 def test_run_executes_every_stage_end_to_end(tmp_path):
-    """`lmforge run` as `make run` calls it, on a small corpus: clean, tokenizers, token stores."""
+    """`lmforge run` as `make run` calls it, on a small corpus: clean, tokenizers, token stores, datasets."""
     rng = random.Random(1)
     src = write_jsonl(tmp_path / "c.jsonl", [{"id": f"d{i}", "text": page(rng)} for i in range(150)])
     (tmp_path / "params.yaml").write_text(
         f"clean: {{inputs: [{src}], workers: 1}}\n"
         "tokenizer: {bpe: {vocab_size: 500}, wordpiece: {vocab_size: 400}, unigram: {vocab_size: 300, sentinels: 10}, char: {word_vocab_size: 200}}\n"
+        "dataset: {span_corruption: {input_length: 128}, segments: {batch_size: 4}, statistics_examples: 50}\n"
     )
     res = subprocess.run([sys.executable, "-m", "lmforge.cli", "run"], cwd=tmp_path, capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
@@ -79,4 +80,7 @@ def test_run_executes_every_stage_end_to_end(tmp_path):
         assert sum(s["documents"] for s in manifest["splits"].values()) == json.loads(
             (tmp_path / "data" / "clean" / "stats.json").read_text())["documents_out"]
     again = subprocess.run([sys.executable, "-m", "lmforge.cli", "run"], cwd=tmp_path, capture_output=True, text=True)
-    assert again.returncode == 0 and again.stderr.count("up to date") == 9  # clean + 4 tokenizers + 4 stores
+    for name in ("clm", "mlm", "mlm_nsp", "mlm_sop", "knowledge_mlm", "span_corruption", "denoising", "permutation", "segments", "bilm"):
+        stats = json.loads((tmp_path / "data" / "datasets" / name / "stats.json").read_text())
+        assert stats["splits"]["train"]["examples_per_epoch"] > 0, name
+    assert again.returncode == 0 and again.stderr.count("up to date") == 19  # clean + 4 tokenizers + 4 stores + 10 datasets

@@ -104,11 +104,46 @@ def tokenize(kinds, params_path, overrides) -> None:
 
 
 @main.command()
+@click.argument("objectives", nargs=-1)
+@click.option("--mode", type=click.Choice(["dynamic", "static"]), help="Override dataset.mode.")
+@click.option("--params", "params_path", default="params.yaml", show_default=True, help="Parameters file.")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a parameter.")
+def dataset(objectives, mode, params_path, overrides) -> None:
+    """Build pretraining objectives' datasets (default: dataset.objectives) from the token stores.
+
+    Writes dataset.output/<objective>/stats.json (mask rates, span lengths, label balance,
+    length histogram) and, in static mode, the examples of epoch 0 as Parquet.
+    """
+    from .objectives.base import ObjectiveError
+    from .objectives.dataset import build_dataset
+    from .tokenization.store import StoreError
+
+    flags = list(overrides) + ([f"dataset.mode={mode}"] if mode else [])
+    params = _params(params_path, flags)
+    try:
+        for name in list(objectives) or params.dataset.objectives:
+            summary = build_dataset(params, name, log=lambda m: click.echo(m, err=True))
+            click.echo(format_dataset_summary(summary))
+    except (*_ERRORS, StoreError, ObjectiveError) as exc:
+        _fail(str(exc))
+
+
+def format_dataset_summary(summary: dict) -> str:
+    lines = [f"dataset {summary['objective']} ({summary['tokenizer_kind']} tokens, {summary['mode']} masking):"]
+    for split, s in summary["splits"].items():
+        lines.append(f"  {split:10s} {s['examples_per_epoch']:8,} examples/epoch, mean input length {s['input_length']['mean']:.1f}, "
+                     f"{s.get('labels_per_input_token', 0):.3f} labels per input token")
+    return "\n".join(lines)
+
+
+@main.command()
 @click.option("--params", "params_path", default="params.yaml", show_default=True, help="Parameters file.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a parameter.")
 def run(params_path, overrides) -> None:
-    """Run the whole pipeline as params.yaml configures it (built so far: clean, tokenizer, tokenize)."""
+    """Run the whole pipeline as params.yaml configures it (built so far: clean, tokenizer, tokenize, dataset)."""
     from .cleaning.stage import run_clean
+    from .objectives.base import ObjectiveError
+    from .objectives.dataset import build_dataset
     from .tokenization.store import StoreError, TokenStore, build_store
     from .tokenization.train import run_tokenizers
 
@@ -121,7 +156,9 @@ def run(params_path, overrides) -> None:
         for kind in params.tokenize.kinds or params.tokenizer.kinds:
             build_store(params, kind, log=log)
             click.echo(TokenStore(f"{params.tokenize.output}/{kind}").summary())
-    except (*_ERRORS, StoreError) as exc:
+        for name in params.dataset.objectives:
+            click.echo(format_dataset_summary(build_dataset(params, name, log=log)))
+    except (*_ERRORS, StoreError, ObjectiveError) as exc:
         _fail(str(exc))
 
 

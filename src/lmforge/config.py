@@ -253,6 +253,45 @@ class TokenizeConfig(_Strict):
     batch_size: int = Field(1000, ge=1, description="documents encoded per batch (bounds memory)")
 
 
+def _objective_config(name: str):
+    from .objectives.registry import OBJECTIVES
+
+    return OBJECTIVES[name].Config
+
+
+class DatasetConfig(_Strict):
+    """The dataset stage and every objective's parameters (defaults: the reference values)."""
+
+    output: str = "data/datasets"
+    objectives: list[str] = Field(
+        ["clm", "mlm", "mlm_nsp", "mlm_sop", "knowledge_mlm", "span_corruption", "denoising", "permutation", "segments", "bilm"],
+        description="what `lmforge run` builds",
+    )
+    mode: Literal["dynamic", "static"] = Field("dynamic", description="dynamic: masks re-drawn each epoch; static: epoch 0 written to disk")
+    seed: int = Field(0, ge=0)
+    statistics_examples: int = Field(2000, ge=1, description="dynamic mode: examples measured for stats.json")
+    clm: _objective_config("clm") = _objective_config("clm")()
+    mlm: _objective_config("mlm") = _objective_config("mlm")()
+    mlm_nsp: _objective_config("mlm_nsp") = _objective_config("mlm_nsp")()
+    mlm_sop: _objective_config("mlm_sop") = _objective_config("mlm_sop")()
+    knowledge_mlm: _objective_config("knowledge_mlm") = _objective_config("knowledge_mlm")()
+    span_corruption: _objective_config("span_corruption") = _objective_config("span_corruption")()
+    denoising: _objective_config("denoising") = _objective_config("denoising")()
+    permutation: _objective_config("permutation") = _objective_config("permutation")()
+    segments: _objective_config("segments") = _objective_config("segments")()
+    bilm: _objective_config("bilm") = _objective_config("bilm")()
+
+    @field_validator("objectives")
+    @classmethod
+    def _known(cls, value: list[str]) -> list[str]:
+        from .objectives.registry import OBJECTIVES
+
+        unknown = [v for v in value if v not in OBJECTIVES]
+        if unknown:
+            raise ValueError(f"unknown objective(s) {unknown}; known: {sorted(OBJECTIVES)}")
+        return value
+
+
 class Params(_Strict):
     """The root of ``params.yaml``."""
 
@@ -260,6 +299,7 @@ class Params(_Strict):
     split: SplitConfig = SplitConfig()
     tokenizer: TokenizerConfig = TokenizerConfig()
     tokenize: TokenizeConfig = TokenizeConfig()
+    dataset: DatasetConfig = DatasetConfig()
 
 
 # ----------------------------------------------------------------------------- loading

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..tokenization.chars import PAD_CHAR
 from .base import IGNORE_INDEX
 
 # pad value per key; "pad" means the vocabulary's pad id
@@ -27,7 +28,7 @@ PAD_VALUES: dict[str, int | str] = {
     "token_type_ids": 0,
     "perm_mask": 1,
     "target_mapping": 0,
-    "char_ids": 0,
+    "char_ids": PAD_CHAR,  # 0 is a real byte in the bilm scheme; padded tokens are all padding characters
     "special_tokens_mask": 1,
 }
 

@@ -1,0 +1,172 @@
+"""The dataset stage: an objective over a token store, as a PyTorch dataset and on disk.
+
+``lmforge dataset <objective>`` opens the store of the objective's tokenizer kind, builds the
+objective and writes ``<output>/<objective>/``:
+
+- ``stats.json``: examples per epoch, the generic numbers (sequence-length histogram, the
+  fraction of positions with a label, target lengths) and the objective's own defining numbers
+  (realised mask rate, 80/10/10 split, span lengths, label balance, ...), measured on the
+  examples of epoch 0 (all of them in static mode, the first ``statistics_examples`` in
+  dynamic mode);
+- in ``static`` mode, ``train.parquet`` (and ``validation.parquet``): every example of epoch 0,
+  so a run can be reproduced from the file alone. In the default ``dynamic`` mode nothing else
+  is materialised: masks are re-drawn every epoch from ``rng_for(seed, epoch, index)``, so any
+  example of any epoch can be rebuilt exactly without storing it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .. import __version__
+from ..config import Params
+from .base import IGNORE_INDEX, Corpus, Objective, ObjectiveError, Vocab, rng_for
+from .registry import OBJECTIVE_TOKENIZER, OBJECTIVES
+
+_HIST_BINS = [0, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 1 << 62]
+
+
+def open_objective(params: Params, name: str, split: str = "train") -> Objective:
+    """The objective ``name`` over ``split`` of its tokenizer kind's token store."""
+    if name not in OBJECTIVES:
+        raise ObjectiveError(f"unknown objective {name!r}; known: {', '.join(sorted(OBJECTIVES))}")
+    kind = OBJECTIVE_TOKENIZER[name]
+    tok_dir = Path(params.tokenizer.output) / kind
+    store_dir = Path(params.tokenize.output) / kind
+    vocab = Vocab.from_tokenizer(tok_dir)
+    corpus = Corpus.from_store(store_dir, split, tokenizer=tok_dir)
+    return OBJECTIVES[name](corpus, vocab, getattr(params.dataset, name))
+
+
+class ObjectiveDataset:
+    """A map-style dataset (``torch.utils.data.Dataset`` protocol) drawing example ``i`` of the
+    current epoch with ``rng_for(seed, epoch, i)``. Call ``set_epoch`` between epochs."""
+
+    def __init__(self, objective: Objective, seed: int = 0, epoch: int = 0):
+        self.objective = objective
+        self.seed = seed
+        self.epoch = epoch
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return len(self.objective)
+
+    def __getitem__(self, index: int) -> dict[str, np.ndarray]:
+        if not 0 <= index < len(self.objective):
+            raise IndexError(index)
+        return self.objective.example(index, rng_for(self.seed, self.epoch, index))
+
+
+class StaticDataset:
+    """The examples of a static-mode ``<split>.parquet``, as dicts of NumPy arrays."""
+
+    def __init__(self, path: str | Path):
+        self.table = pq.read_table(path)
+        self.keys = [c for c in self.table.column_names if not c.startswith("shape:")]
+
+    def __len__(self) -> int:
+        return self.table.num_rows
+
+    def __getitem__(self, index: int) -> dict[str, np.ndarray]:
+        row = self.table.slice(index, 1).to_pylist()[0]
+        return {k: np.asarray(row[k], dtype=np.int64).reshape(row[f"shape:{k}"]) for k in self.keys}
+
+
+def _examples_table(examples: list[dict[str, np.ndarray]]) -> pa.Table:
+    cols: dict[str, list] = {}
+    for key in examples[0]:
+        arrays = [np.asarray(e[key]) for e in examples]
+        cols[key] = [a.reshape(-1).astype(np.int64).tolist() for a in arrays]
+        cols[f"shape:{key}"] = [list(a.shape) for a in arrays]
+    return pa.table(cols)
+
+
+def generic_statistics(examples: list[dict[str, np.ndarray]]) -> dict[str, Any]:
+    """Numbers every objective gets: lengths and how many positions carry a label."""
+    lengths = np.array([len(e["input_ids"]) for e in examples])
+    hist, _ = np.histogram(lengths, bins=_HIST_BINS)
+    out: dict[str, Any] = {
+        "examples_measured": len(examples),
+        "input_tokens": int(lengths.sum()),
+        "input_length": {"mean": round(float(lengths.mean()), 3), "min": int(lengths.min()), "max": int(lengths.max())},
+        "input_length_histogram": {f"<{hi}" if hi < 1 << 62 else f">={lo}": int(c)
+                                   for lo, hi, c in zip(_HIST_BINS, _HIST_BINS[1:], hist) if c},
+    }
+    if "labels" in examples[0]:
+        labels = [np.asarray(e["labels"]) for e in examples]
+        labelled = sum(int((lab != IGNORE_INDEX).sum()) for lab in labels)
+        out["labelled_positions"] = labelled
+        out["labels_per_input_token"] = round(labelled / max(1, int(lengths.sum())), 6)
+        if "decoder_input_ids" in examples[0]:
+            tl = np.array([len(lab) for lab in labels])
+            out["target_length"] = {"mean": round(float(tl.mean()), 3), "min": int(tl.min()), "max": int(tl.max())}
+    return out
+
+
+def _fingerprint(params: Params, name: str) -> str:
+    """The token store it reads (its manifest names the tokenizer and the corpus) and the settings."""
+    store = Path(params.tokenize.output) / OBJECTIVE_TOKENIZER[name] / "manifest.json"
+    items = [__version__, name, store.read_text(encoding="utf-8") if store.exists() else None,
+             params.dataset.mode, params.dataset.seed, params.dataset.statistics_examples,
+             getattr(params.dataset, name).model_dump(mode="json")]
+    return hashlib.sha256(json.dumps(items, sort_keys=True).encode()).hexdigest()
+
+
+def build_dataset(params: Params, name: str, log: Callable[[str], None] = print) -> dict[str, Any]:
+    """The dataset stage for one objective: statistics, and the examples in static mode."""
+    cfg = params.dataset
+    out = Path(cfg.output) / name
+    fingerprint = _fingerprint(params, name)
+    if (out / "stats.json").exists():
+        prev = json.loads((out / "stats.json").read_text(encoding="utf-8"))
+        if prev.get("fingerprint") == fingerprint:
+            log(f"dataset {name}: up to date")
+            return prev
+    tmp = out.parent / f".{name}.tmp-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    summary: dict[str, Any] = {
+        "objective": name,
+        "tokenizer_kind": OBJECTIVE_TOKENIZER[name],
+        "mode": cfg.mode,
+        "seed": cfg.seed,
+        "config": getattr(cfg, name).model_dump(mode="json"),
+        "lmforge_version": __version__,
+        "fingerprint": fingerprint,
+        "splits": {},
+    }
+    for split in ("train", "validation"):
+        objective = open_objective(params, name, split)
+        n = len(objective)
+        if n == 0:
+            if split == "train":
+                shutil.rmtree(tmp)
+                raise ObjectiveError(f"{name}: the {split} split yields no examples (corpus too small for the sequence length?)")
+            continue
+        data = ObjectiveDataset(objective, seed=cfg.seed, epoch=0)
+        measured = n if cfg.mode == "static" else min(n, cfg.statistics_examples)
+        examples = [data[i] for i in range(measured)]
+        stats = {"examples_per_epoch": n, **generic_statistics(examples), **objective.statistics(examples)}
+        if cfg.mode == "static":
+            pq.write_table(_examples_table(examples), tmp / f"{split}.parquet", compression="zstd")
+        summary["splits"][split] = stats
+        log(f"dataset {name} ({split}): {n} examples per epoch, "
+            f"{stats.get('labels_per_input_token', 0):.3f} labels per input token")
+    (tmp / "stats.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    if out.exists():
+        shutil.rmtree(out)
+    os.replace(tmp, out)
+    return summary
