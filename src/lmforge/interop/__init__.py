@@ -1,0 +1,1 @@
+"""Interoperability with other libraries (Hugging Face transformers)."""

@@ -1,0 +1,186 @@
+"""Shared building blocks: attention, feed-forward, the transformer block, masks, outputs.
+
+Imports torch only. Every architecture file builds from these, so attention (through
+``torch.nn.functional.scaled_dot_product_attention``, which picks flash / memory-efficient
+kernels on a GPU) and masking are written once.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+# ----------------------------------------------------------------------------- configs
+
+
+class ConfigError(ValueError):
+    """An unknown option, an incompatible combination, or an unknown preset."""
+
+
+def replace_config(config: Any, **overrides: Any) -> Any:
+    """A copy of a config dataclass with ``overrides``; unknown names are an error."""
+    names = {f.name for f in fields(config)}
+    unknown = sorted(set(overrides) - names)
+    if unknown:
+        raise ConfigError(f"{type(config).__name__}: unknown option(s) {unknown}; known: {sorted(names)}")
+    new = type(config)(**{**{f.name: getattr(config, f.name) for f in fields(config)}, **overrides})
+    if hasattr(new, "validate"):
+        new.validate()
+    return new
+
+
+# ----------------------------------------------------------------------------- outputs
+
+
+@dataclass
+class ModelOutput:
+    """What every model returns: the main head's ``logits`` and ``loss`` when labels were
+    given, plus what the family adds (``hidden_states``, ``aux``: extra logits/losses)."""
+
+    logits: torch.Tensor | None = None
+    loss: torch.Tensor | None = None
+    hidden_states: torch.Tensor | None = None
+    aux: dict[str, torch.Tensor] = field(default_factory=dict)
+
+
+# ----------------------------------------------------------------------------- activations
+
+
+def gelu_tanh(x: torch.Tensor) -> torch.Tensor:
+    """GPT-2 / OpenAI GPT's tanh approximation of GELU ("gelu_new" in transformers)."""
+    return F.gelu(x, approximate="tanh")
+
+
+ACTIVATIONS = {"gelu": F.gelu, "gelu_tanh": gelu_tanh, "relu": F.relu}
+
+
+def activation(name: str):
+    if name not in ACTIVATIONS:
+        raise ConfigError(f"unknown activation {name!r}; known: {sorted(ACTIVATIONS)}")
+    return ACTIVATIONS[name]
+
+
+# ----------------------------------------------------------------------------- masks
+
+
+def attention_bias(
+    attention_mask: torch.Tensor | None, q_len: int, k_len: int, causal: bool, dtype: torch.dtype, device: torch.device
+) -> torch.Tensor | None:
+    """An additive mask (B or 1, 1, q_len, k_len) for SDPA: 0 where a query may attend,
+    the dtype's minimum where not. ``attention_mask`` is (B, k_len) with 1 for real tokens.
+    None when nothing is masked (SDPA then takes its fastest path)."""
+    bias = None
+    if attention_mask is not None and not bool(attention_mask.all()):
+        keep = attention_mask[:, None, None, :].to(torch.bool)  # (B, 1, 1, K)
+        bias = torch.zeros(keep.shape, dtype=dtype, device=device).masked_fill(~keep, torch.finfo(dtype).min)
+    if causal:
+        allowed = torch.ones(q_len, k_len, dtype=torch.bool, device=device).tril(k_len - q_len)
+        causal_bias = torch.zeros(1, 1, q_len, k_len, dtype=dtype, device=device).masked_fill(~allowed, torch.finfo(dtype).min)
+        bias = causal_bias if bias is None else bias + causal_bias
+        bias = bias.clamp(min=torch.finfo(dtype).min)
+    return bias
+
+
+# ----------------------------------------------------------------------------- attention
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention with separate q, k, v projections (biases optional)."""
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True):
+        super().__init__()
+        if d_model % n_heads:
+            raise ConfigError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads})")
+        self.n_heads = n_heads
+        self.head_dim = d_model // n_heads
+        self.q = nn.Linear(d_model, d_model, bias=bias)
+        self.k = nn.Linear(d_model, d_model, bias=bias)
+        self.v = nn.Linear(d_model, d_model, bias=bias)
+        self.out = nn.Linear(d_model, d_model, bias=bias)
+        self.dropout = dropout
+
+    def forward(self, x: torch.Tensor, bias: torch.Tensor | None = None, causal_only: bool = False) -> torch.Tensor:
+        B, L, D = x.shape
+
+        def heads(t: torch.Tensor) -> torch.Tensor:
+            return t.view(B, L, self.n_heads, self.head_dim).transpose(1, 2)  # (B, nh, L, hd)
+
+        q, k, v = heads(self.q(x)), heads(self.k(x)), heads(self.v(x))
+        p = self.dropout if self.training else 0.0
+        if causal_only:  # no padding: let SDPA build the causal mask (fused kernels)
+            y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=p)
+        return self.out(y.transpose(1, 2).reshape(B, L, D))
+
+
+class FeedForward(nn.Module):
+    def __init__(self, d_model: int, d_ff: int, act: str = "gelu", dropout: float = 0.0, bias: bool = True):
+        super().__init__()
+        self.fc1 = nn.Linear(d_model, d_ff, bias=bias)
+        self.fc2 = nn.Linear(d_ff, d_model, bias=bias)
+        self.act = activation(act)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.dropout(self.fc2(self.act(self.fc1(x))))
+
+
+class TransformerBlock(nn.Module):
+    """Self-attention + feed-forward with residuals; post-LN (BERT, GPT-1) or pre-LN (GPT-2)."""
+
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, act: str = "gelu", dropout: float = 0.1,
+                 attn_dropout: float = 0.1, norm_first: bool = False, eps: float = 1e-12, bias: bool = True):
+        super().__init__()
+        self.attn = MultiHeadAttention(d_model, n_heads, attn_dropout, bias)
+        self.ffn = FeedForward(d_model, d_ff, act, dropout, bias)
+        self.norm1 = nn.LayerNorm(d_model, eps=eps)
+        self.norm2 = nn.LayerNorm(d_model, eps=eps)
+        self.dropout = nn.Dropout(dropout)
+        self.norm_first = norm_first
+
+    def forward(self, x: torch.Tensor, bias: torch.Tensor | None = None, causal_only: bool = False) -> torch.Tensor:
+        if self.norm_first:
+            x = x + self.dropout(self.attn(self.norm1(x), bias, causal_only))
+            return x + self.ffn(self.norm2(x))
+        x = self.norm1(x + self.dropout(self.attn(x, bias, causal_only)))
+        return self.norm2(x + self.ffn(x))
+
+
+# ----------------------------------------------------------------------------- losses, init
+
+
+def lm_loss(logits: torch.Tensor, labels: torch.Tensor, shift: bool = False) -> torch.Tensor:
+    """Cross entropy over the vocabulary, ignoring label -100; ``shift`` predicts labels[t+1]
+    from position t (causal LMs whose labels are their inputs)."""
+    if shift:
+        logits, labels = logits[:, :-1], labels[:, 1:]
+    return F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), labels.reshape(-1), ignore_index=-100)
+
+
+def init_normal(module: nn.Module, std: float = 0.02) -> None:
+    """BERT / GPT initialisation: N(0, std) weights, zero biases, unit LayerNorms."""
+    for m in module.modules():
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, 0.0, std)
+            if isinstance(m, nn.Linear) and m.bias is not None:
+                nn.init.zeros_(m.bias)
+        elif isinstance(m, nn.LayerNorm):
+            nn.init.ones_(m.weight)
+            nn.init.zeros_(m.bias)
+
+
+def count_parameters(model: nn.Module) -> int:
+    """Distinct parameters (tied weights counted once)."""
+    return sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
+
+
+def scaled_init_std(n_layer: int, std: float = 0.02) -> float:
+    """GPT-2's init for residual projections: std / sqrt(2 * n_layer)."""
+    return std / math.sqrt(2 * n_layer)
