@@ -1,0 +1,252 @@
+"""BERT and ERNIE <-> Hugging Face transformers: configs, weights, identical outputs.
+
+``bert_to_hf(model)`` gives the transformers model of the same head (``BertModel``,
+``BertForPreTraining``, ``BertForMaskedLM``, ``BertForSequenceClassification``) with our
+weights; ``bert_from_hf(hf_model)`` the reverse; ``ernie_to_hf`` / ``ernie_from_hf`` the same
+for ERNIE (``ErnieModel``, ``ErnieForPreTraining``, ...). ``hf_model.save_pretrained(path)``
+then writes a directory that ``transformers.AutoModelFor*.from_pretrained`` loads.
+
+The two layouts hold the same tensors under different names, with no transposes (both use
+``nn.Linear``'s (out, in) weights): transformers' ``encoder.layer.i.attention.self.query``
+is our ``layers.i.attn.q``, and so on (``_name_map``). transformers stores the tied MLM output
+layer twice in its state dict (``cls.predictions.decoder.weight`` is the word-embedding
+matrix, ``cls.predictions.decoder.bias`` is ``cls.predictions.bias``); we hold it once.
+
+What does not convert is an error, never a silent approximation: an untied MLM output
+layer, a decoder / cross-attention configuration, an activation we do not have, a
+multi-label classifier.
+"""
+
+from __future__ import annotations
+
+import torch
+import transformers
+from torch import nn
+
+from ..models import bert, ernie
+from ..models.layers import ConfigError
+
+# ours -> transformers' hidden_act; transformers' "gelu" is the exact (erf) GELU, "gelu_new" the tanh one
+_ACT_TO_HF = {"gelu": "gelu", "relu": "relu", "gelu_tanh": "gelu_new"}
+_ACT_FROM_HF = {"gelu": "gelu", "relu": "relu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}
+
+# ours -> transformers, per family; exact types (ERNIE's classes subclass BERT's)
+_BERT_CLASSES = {
+    bert.BertModel: "BertModel",
+    bert.BertForPreTraining: "BertForPreTraining",
+    bert.BertForMaskedLM: "BertForMaskedLM",
+    bert.BertForSequenceClassification: "BertForSequenceClassification",
+}
+_ERNIE_CLASSES = {
+    ernie.ErnieModel: "ErnieModel",
+    ernie.ErnieForPreTraining: "ErnieForPreTraining",
+    ernie.ErnieForMaskedLM: "ErnieForMaskedLM",
+    ernie.ErnieForSequenceClassification: "ErnieForSequenceClassification",
+}
+
+# transformers' tied copies: name -> the name whose tensor it is
+_TIED = {
+    "cls.predictions.decoder.weight": "{p}embeddings.word_embeddings.weight",
+    "cls.predictions.decoder.bias": "cls.predictions.bias",
+}
+
+_LAYER_NAMES = [  # transformers (under encoder.layer.i.) -> ours (under layers.i.)
+    ("attention.self.query", "attn.q"),
+    ("attention.self.key", "attn.k"),
+    ("attention.self.value", "attn.v"),
+    ("attention.output.dense", "attn.out"),
+    ("attention.output.LayerNorm", "norm1"),
+    ("intermediate.dense", "ffn.fc1"),
+    ("output.dense", "ffn.fc2"),
+    ("output.LayerNorm", "norm2"),
+]
+
+
+# ----------------------------------------------------------------------------- configs
+
+
+def _hf_config(config: bert.BertConfig, **extra) -> transformers.PretrainedConfig:
+    """transformers' BertConfig / ErnieConfig with the same network as ours."""
+    kwargs = dict(
+        vocab_size=config.vocab_size,
+        hidden_size=config.d_model,
+        num_hidden_layers=config.n_layers,
+        num_attention_heads=config.n_heads,
+        intermediate_size=config.d_ff,
+        hidden_act=_ACT_TO_HF[config.act],
+        hidden_dropout_prob=config.dropout,
+        attention_probs_dropout_prob=config.attn_dropout,
+        max_position_embeddings=config.max_positions,
+        type_vocab_size=config.type_vocab_size,
+        initializer_range=config.init_std,
+        layer_norm_eps=config.eps,
+        pad_token_id=config.pad_id,
+        **extra,
+    )
+    if isinstance(config, ernie.ErnieConfig):
+        return transformers.ErnieConfig(
+            use_task_id=config.use_task_id, task_type_vocab_size=config.task_type_vocab_size, **kwargs
+        )
+    return transformers.BertConfig(**kwargs)
+
+
+def _our_config(hf_config: transformers.PretrainedConfig, config_class: type[bert.BertConfig]) -> bert.BertConfig:
+    """Our BertConfig / ErnieConfig from transformers' config; unsupported settings raise."""
+    if getattr(hf_config, "is_decoder", False) or getattr(hf_config, "add_cross_attention", False):
+        raise ConfigError("only the bidirectional encoder converts (is_decoder / add_cross_attention are set)")
+    if getattr(hf_config, "position_embedding_type", "absolute") != "absolute":
+        raise ConfigError(f"position_embedding_type {hf_config.position_embedding_type!r} is not supported")
+    if hf_config.hidden_act not in _ACT_FROM_HF:
+        raise ConfigError(f"hidden_act {hf_config.hidden_act!r} has no equivalent; known: {sorted(_ACT_FROM_HF)}")
+    kwargs = dict(
+        vocab_size=hf_config.vocab_size,
+        d_model=hf_config.hidden_size,
+        n_layers=hf_config.num_hidden_layers,
+        n_heads=hf_config.num_attention_heads,
+        d_ff=hf_config.intermediate_size,
+        max_positions=hf_config.max_position_embeddings,
+        type_vocab_size=hf_config.type_vocab_size,
+        act=_ACT_FROM_HF[hf_config.hidden_act],
+        dropout=hf_config.hidden_dropout_prob,
+        attn_dropout=hf_config.attention_probs_dropout_prob,
+        eps=hf_config.layer_norm_eps,
+        pad_id=hf_config.pad_token_id,
+        init_std=hf_config.initializer_range,
+    )
+    if config_class is ernie.ErnieConfig:
+        kwargs.update(use_task_id=hf_config.use_task_id, task_type_vocab_size=hf_config.task_type_vocab_size)
+    return config_class(**kwargs)
+
+
+# ----------------------------------------------------------------------------- weights
+
+
+def _name_map(model: nn.Module, hf_prefix: str) -> dict[str, str]:
+    """transformers name -> our name, for every tensor of our ``model``'s state dict."""
+    bare = isinstance(model, bert.BertModel)
+    ours_enc = "" if bare else "encoder."  # where our heads keep the encoder
+    theirs_enc = "" if bare else f"{hf_prefix}."  # "bert." / "ernie." in transformers' heads
+    pairs = {
+        "embeddings.word_embeddings": "embeddings.word",
+        "embeddings.position_embeddings": "embeddings.position",
+        "embeddings.token_type_embeddings": "embeddings.segment",
+        "embeddings.task_type_embeddings": "embeddings.task",
+        "embeddings.LayerNorm": "embeddings.norm",
+        "pooler.dense": "pooler",
+    }
+    n_layers = (model if bare else model.encoder).config.n_layers
+    for i in range(n_layers):
+        for theirs, ours in _LAYER_NAMES:
+            pairs[f"encoder.layer.{i}.{theirs}"] = f"layers.{i}.{ours}"
+    mapping = {}
+    for theirs, ours in pairs.items():
+        for p in ("weight", "bias"):
+            mapping[f"{theirs_enc}{theirs}.{p}"] = f"{ours_enc}{ours}.{p}"
+    if not bare:  # the heads
+        for theirs, ours in [("cls.predictions.transform.dense", "mlm.dense"),
+                             ("cls.predictions.transform.LayerNorm", "mlm.norm"),
+                             ("cls.seq_relationship", "nsp"), ("classifier", "classifier")]:
+            for p in ("weight", "bias"):
+                mapping[f"{theirs}.{p}"] = f"{ours}.{p}"
+        mapping["cls.predictions.bias"] = "mlm.bias"
+    ours = model.state_dict()
+    return {theirs: name for theirs, name in mapping.items() if name in ours}
+
+
+def _tied(hf_prefix: str, bare: bool) -> dict[str, str]:
+    return {k: v.format(p="" if bare else f"{hf_prefix}.") for k, v in _TIED.items()}
+
+
+def _check_same_keys(expected: set[str], got: set[str], what: str) -> None:
+    if expected != got:
+        raise ConfigError(f"{what}: state dicts differ; missing {sorted(expected - got)}, "
+                          f"unexpected {sorted(got - expected)}")
+
+
+def _to_hf(model: nn.Module, classes: dict[type, str], hf_prefix: str) -> transformers.PreTrainedModel:
+    if type(model) not in classes:
+        known = [c.__name__ for c in classes]
+        raise TypeError(f"no transformers equivalent for {type(model).__name__}; known: {known}")
+    bare = isinstance(model, bert.BertModel)
+    config = model.config
+    extra = {}
+    if isinstance(model, bert.BertForSequenceClassification):
+        extra = dict(num_labels=model.num_labels, classifier_dropout=model.classifier_dropout)
+        if model.num_labels == 1:
+            extra["problem_type"] = "regression"
+    hf_cls = getattr(transformers, classes[type(model)])
+    hf_kwargs = {"add_pooling_layer": model.pooler is not None} if bare else {}
+    hf = hf_cls(_hf_config(config, **extra), **hf_kwargs)
+
+    ours = model.state_dict()
+    state = {theirs: ours[name] for theirs, name in _name_map(model, hf_prefix).items()}
+    for copy, source in _tied(hf_prefix, bare).items():
+        if copy in hf.state_dict():
+            state[copy] = state[source]
+    _check_same_keys(set(hf.state_dict()), set(state), f"{type(model).__name__} -> {hf_cls.__name__}")
+    hf.load_state_dict(state, strict=True)
+    hf.to(next(model.parameters()).dtype)
+    return hf.train(model.training)
+
+
+def _from_hf(hf: transformers.PreTrainedModel, classes: dict[type, str], hf_prefix: str,
+             config_class: type[bert.BertConfig]) -> nn.Module:
+    by_name = {name: ours for ours, name in classes.items()}
+    name = type(hf).__name__
+    if name not in by_name:
+        raise TypeError(f"cannot convert {name}; known: {sorted(by_name)}")
+    our_cls = by_name[name]
+    hf_config = hf.config
+    config = _our_config(hf_config, config_class)
+    if name.endswith("Model"):
+        model = our_cls(config, pooler=hf.pooler is not None)
+    elif name.endswith("SequenceClassification"):
+        if hf_config.problem_type == "multi_label_classification":
+            raise ConfigError("multi-label classification (problem_type) is not supported")
+        model = our_cls(config, num_labels=hf_config.num_labels, classifier_dropout=hf_config.classifier_dropout)
+    else:
+        if not hf_config.tie_word_embeddings:
+            raise ConfigError("the MLM output layer must be tied to the word embeddings (tie_word_embeddings)")
+        model = our_cls(config)
+
+    bare = isinstance(model, bert.BertModel)
+    theirs = hf.state_dict()
+    mapping = _name_map(model, hf_prefix)
+    tied = {k: v for k, v in _tied(hf_prefix, bare).items() if k in theirs}
+    for copy, source in tied.items():  # a copy that is not the same tensor cannot be held once
+        if not torch.equal(theirs[copy], theirs[source]):
+            raise ConfigError(f"{copy} differs from {source}: untied weights do not convert")
+    _check_same_keys(set(mapping) | set(tied), set(theirs), f"{name} -> {our_cls.__name__}")
+    model.load_state_dict({ours: theirs[t] for t, ours in mapping.items()}, strict=True)
+    model.to(next(hf.parameters()).dtype)
+    return model.train(hf.training)
+
+
+# ----------------------------------------------------------------------------- public
+
+
+def bert_to_hf(model: nn.Module) -> transformers.PreTrainedModel:
+    """Our BERT model or head -> the transformers model of the same head, same weights."""
+    return _to_hf(model, _BERT_CLASSES, "bert")
+
+
+def bert_from_hf(hf_model: transformers.PreTrainedModel) -> nn.Module:
+    """transformers' BertModel / BertForPreTraining / BertForMaskedLM /
+    BertForSequenceClassification -> ours, same weights."""
+    return _from_hf(hf_model, _BERT_CLASSES, "bert", bert.BertConfig)
+
+
+def ernie_to_hf(model: nn.Module) -> transformers.PreTrainedModel:
+    """Our ERNIE model or head -> the transformers model of the same head, same weights."""
+    return _to_hf(model, _ERNIE_CLASSES, "ernie")
+
+
+def ernie_from_hf(hf_model: transformers.PreTrainedModel) -> nn.Module:
+    """transformers' ErnieModel / ErnieForPreTraining / ErnieForMaskedLM /
+    ErnieForSequenceClassification -> ours, same weights."""
+    return _from_hf(hf_model, _ERNIE_CLASSES, "ernie", ernie.ErnieConfig)
+
+
+def hf_config(config: bert.BertConfig, **extra) -> transformers.PretrainedConfig:
+    """transformers' config for our BERT / ERNIE config (``extra``: e.g. ``num_labels``)."""
+    return _hf_config(config, **extra)
