@@ -87,3 +87,44 @@ def test_errors_name_the_problem():
     with pytest.raises(ConfigError, match="num_labels applies to the classification head"):
         build_model("bert-tiny", num_labels=3)
     assert build_model("bert-tiny", head="classification", num_labels=3).classifier.out_features == 3
+
+
+# Shrinks keep each preset's own choices (activation, pre/post-LN, eps, sharing, highway count)
+# and change only sizes, so every registered preset's architecture runs a step on a CPU.
+SHRINK = {
+    "gpt": dict(vocab_size=300, n_positions=32, d_model=32, n_layers=2, n_heads=2, d_ff=64),
+    "bert": dict(vocab_size=300, max_positions=32, d_model=32, n_layers=2, n_heads=2, d_ff=64),
+    "ernie": dict(vocab_size=300, max_positions=32, d_model=32, n_layers=2, n_heads=2, d_ff=64),
+    "albert": dict(vocab_size=300, max_positions=32, embedding_size=16, d_model=32, n_layers=2, n_heads=2, d_ff=64),
+    "elmo": dict(vocab_size=300, filters=((1, 4), (2, 4), (3, 8)), projection_dim=16, cell_dim=32),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PRESET_ARCHITECTURE))
+def test_every_registered_preset_trains_a_step_when_shrunk(name):
+    arch_name = PRESET_ARCHITECTURE[name]
+    arch = ARCHITECTURES[arch_name]
+    overrides = SHRINK[arch_name]
+    config = preset_config(name, **overrides)
+    for field, value in overrides.items():
+        assert getattr(config, field) == value
+    torch.manual_seed(0)
+    model = build_model(name, **overrides)
+    cfg_batch = batch_for_config(arch_name, arch.default_head, config)
+    out = model(**cfg_batch)
+    assert torch.isfinite(out.loss)
+    out.loss.backward()
+
+
+def batch_for_config(arch: str, head: str, cfg, B: int = 2, L: int = 10) -> dict:
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(5, cfg.vocab_size, (B, L), generator=g)
+    mask = torch.ones(B, L, dtype=torch.long)
+    mask[1, -2:] = 0
+    if arch == "elmo":
+        return {"char_ids": torch.randint(0, 256, (B, L, cfg.max_characters), generator=g), "attention_mask": mask,
+                "labels": ids, "backward_labels": ids}
+    if head == "lm":
+        return {"input_ids": ids, "attention_mask": mask, "labels": ids}
+    key = "sentence_order_label" if arch == "albert" else "next_sentence_label"
+    return {"input_ids": ids, "attention_mask": mask, "labels": ids, key: torch.tensor([0, 1])}
