@@ -23,9 +23,7 @@ from __future__ import annotations
 
 import tempfile
 import time
-from pathlib import Path
 
-import numpy as np
 import torch
 
 from lmforge.cleaning.stage import run_clean

@@ -5,7 +5,7 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from lmforge.interop._albert import albert_config_to_hf, albert_from_hf, albert_to_hf  # noqa: E402
+from lmforge.interop._albert import albert_from_hf, albert_to_hf  # noqa: E402
 from lmforge.models.albert import (  # noqa: E402
     AlbertConfig,
     AlbertForMaskedLM,

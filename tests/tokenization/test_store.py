@@ -1,7 +1,5 @@
 """The token store: offsets, word and sentence starts on hand-checked text, splits, manifest checks."""
 
-import json
-
 import numpy as np
 import pytest
 from tokenizers import Tokenizer
@@ -12,7 +10,7 @@ from lmforge.tokenization.kinds import KINDS
 from lmforge.tokenization.store import SENTENCE_START, WORD_START, StoreError, TokenStore, build_store, token_dtype, token_flags
 from lmforge.tokenization.train import run_tokenizers
 
-from .conftest import EXTRA, params_for, small_corpus, write_clean
+from .conftest import params_for, small_corpus, write_clean
 
 HAND = "Hello world. The cat's toy is red! Another line is here.\nSecond paragraph starts now."
 
@@ -48,7 +46,6 @@ def test_sentence_starts_on_hand_checked_text(stores, kind):
 @pytest.mark.parametrize("kind", KINDS)
 def test_word_starts_follow_the_pre_tokenizer_words(stores, kind):
     tmp, _ = stores
-    tok = Tokenizer.from_file(str(tmp / "tokenizers" / kind / "tokenizer.json"))
     enc, flags = flagged(kind, tmp, HAND)
     n_words = len({w for w in enc.word_ids if w is not None})
     assert int((flags & WORD_START > 0).sum()) == n_words

@@ -40,7 +40,8 @@ from .layers import (
     attention_bias,
     init_normal,
     lm_loss,
-    replace_config,
+    check_transformer_config,
+    preset,
 )
 
 
@@ -67,25 +68,13 @@ class AlbertConfig:
     init_std: float = 0.02
 
     def validate(self) -> None:
-        for name in ("vocab_size", "embedding_size", "d_model", "n_layers", "n_heads", "d_ff", "max_positions",
-                     "type_vocab_size"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"AlbertConfig.{name} must be at least 1, got {getattr(self, name)}")
-        if self.d_model % self.n_heads:
-            raise ConfigError(f"AlbertConfig: d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
-        for name in ("dropout", "attn_dropout", "classifier_dropout"):
-            if not 0.0 <= getattr(self, name) < 1.0:
-                raise ConfigError(f"AlbertConfig.{name} must be in [0, 1), got {getattr(self, name)}")
-        if self.eps <= 0 or self.init_std <= 0:
-            raise ConfigError(f"AlbertConfig: eps and init_std must be positive, got {self.eps}, {self.init_std}")
-        activation(self.act)  # unknown activation -> ConfigError
+        check_transformer_config(self, ("vocab_size", "embedding_size", "d_model", "n_layers", "n_heads", "d_ff",
+                                        "max_positions", "type_vocab_size"), ("dropout", "attn_dropout", "classifier_dropout"))
 
     @classmethod
     def from_name(cls, name: str, **overrides) -> "AlbertConfig":
         """A preset by name (``PRESETS``) with ``overrides``; unknown names are an error."""
-        if name not in PRESETS:
-            raise ConfigError(f"unknown ALBERT preset {name!r}; known: {sorted(PRESETS)}")
-        return replace_config(PRESETS[name], **overrides)
+        return preset(PRESETS, "ALBERT", name, **overrides)
 
 
 PRESETS: dict[str, AlbertConfig] = {

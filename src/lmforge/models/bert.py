@@ -33,7 +33,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from .layers import (
-    ACTIVATIONS,
     ConfigError,
     ModelOutput,
     TransformerBlock,
@@ -41,7 +40,8 @@ from .layers import (
     attention_bias,
     init_normal,
     lm_loss,
-    replace_config,
+    check_transformer_config,
+    preset,
 )
 
 # ----------------------------------------------------------------------------- config
@@ -67,18 +67,8 @@ class BertConfig:
         self.validate()
 
     def validate(self) -> None:
-        for name in ("vocab_size", "d_model", "n_layers", "n_heads", "d_ff", "max_positions", "type_vocab_size"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{type(self).__name__}.{name} must be >= 1, got {getattr(self, name)}")
-        if self.d_model % self.n_heads:
-            raise ConfigError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
-        if self.act not in ACTIVATIONS:
-            raise ConfigError(f"unknown activation {self.act!r}; known: {sorted(ACTIVATIONS)}")
-        for name in ("dropout", "attn_dropout"):
-            if not 0.0 <= getattr(self, name) < 1.0:
-                raise ConfigError(f"{name} must be in [0, 1), got {getattr(self, name)}")
-        if self.eps <= 0 or self.init_std <= 0:
-            raise ConfigError(f"eps ({self.eps}) and init_std ({self.init_std}) must be > 0")
+        check_transformer_config(self, ("vocab_size", "d_model", "n_layers", "n_heads", "d_ff", "max_positions",
+                                        "type_vocab_size"), ("dropout", "attn_dropout"))
         if self.pad_id is not None and not 0 <= self.pad_id < self.vocab_size:
             raise ConfigError(f"pad_id ({self.pad_id}) must be in [0, vocab_size={self.vocab_size})")
 
@@ -100,9 +90,7 @@ PRESETS: dict[str, BertConfig] = {
 
 def from_name(name: str, **overrides) -> BertConfig:
     """The preset ``name`` with ``overrides`` (unknown option names are a ConfigError)."""
-    if name not in PRESETS:
-        raise ConfigError(f"unknown BERT preset {name!r}; known: {sorted(PRESETS)}")
-    return replace_config(PRESETS[name], **overrides)
+    return preset(PRESETS, "BERT", name, **overrides)
 
 
 # ----------------------------------------------------------------------------- encoder

@@ -60,7 +60,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .layers import ConfigError, ModelOutput, count_parameters, lm_loss, replace_config
+from .layers import ConfigError, ModelOutput, count_parameters, lm_loss, preset
 
 # The bilm character scheme of tokenization/chars.py (models import torch only; a test checks
 # that the two agree): bytes 0-255, then bos, eos, bow, eow, padding.
@@ -145,9 +145,7 @@ class ElmoConfig:
     @classmethod
     def from_name(cls, name: str, **overrides) -> ElmoConfig:
         """A preset by name, with ``overrides`` (unknown names are a ``ConfigError``)."""
-        if name not in PRESETS:
-            raise ConfigError(f"unknown ELMo preset {name!r}; known: {sorted(PRESETS)}")
-        return replace_config(PRESETS[name], **overrides)
+        return preset(PRESETS, "ELMo", name, **overrides)
 
 
 def from_name(name: str, **overrides) -> ElmoConfig:

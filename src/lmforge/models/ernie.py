@@ -33,7 +33,7 @@ from .bert import (
     BertForSequenceClassification,
     BertModel,
 )
-from .layers import ConfigError, replace_config
+from .layers import ConfigError, preset
 
 
 @dataclass
@@ -63,9 +63,7 @@ PRESETS: dict[str, ErnieConfig] = {
 
 def from_name(name: str, **overrides) -> ErnieConfig:
     """The preset ``name`` with ``overrides`` (unknown option names are a ConfigError)."""
-    if name not in PRESETS:
-        raise ConfigError(f"unknown ERNIE preset {name!r}; known: {sorted(PRESETS)}")
-    return replace_config(PRESETS[name], **overrides)
+    return preset(PRESETS, "ERNIE", name, **overrides)
 
 
 class ErnieEmbeddings(BertEmbeddings):

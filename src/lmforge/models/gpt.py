@@ -46,11 +46,11 @@ from .layers import (
     ConfigError,
     ModelOutput,
     TransformerBlock,
-    activation,
     attention_bias,
     init_normal,
     lm_loss,
-    replace_config,
+    check_transformer_config,
+    preset,
     scaled_init_std,
 )
 
@@ -78,24 +78,13 @@ class GPTConfig:
     scaled_residual_init: bool = True  # GPT-2: residual projections drawn with init_std / sqrt(2 n_layers)
 
     def validate(self) -> None:
-        for name in ("vocab_size", "n_positions", "d_model", "n_layers", "n_heads", "d_ff"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"GPTConfig.{name} must be at least 1, got {getattr(self, name)}")
-        if self.d_model % self.n_heads:
-            raise ConfigError(f"GPTConfig: d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
-        for name in ("dropout", "attn_dropout", "embd_dropout"):
-            if not 0.0 <= getattr(self, name) < 1.0:
-                raise ConfigError(f"GPTConfig.{name} must be in [0, 1), got {getattr(self, name)}")
-        if self.eps <= 0 or self.init_std <= 0:
-            raise ConfigError(f"GPTConfig: eps and init_std must be positive, got {self.eps}, {self.init_std}")
-        activation(self.act)  # unknown activation -> ConfigError
+        check_transformer_config(self, ("vocab_size", "n_positions", "d_model", "n_layers", "n_heads", "d_ff"),
+                                 ("dropout", "attn_dropout", "embd_dropout"))
 
     @classmethod
     def from_name(cls, name: str, **overrides) -> "GPTConfig":
         """A preset by name (``PRESETS``) with ``overrides``; unknown names are an error."""
-        if name not in PRESETS:
-            raise ConfigError(f"unknown GPT preset {name!r}; known: {sorted(PRESETS)}")
-        return replace_config(PRESETS[name], **overrides)
+        return preset(PRESETS, "GPT", name, **overrides)
 
 
 PRESETS: dict[str, GPTConfig] = {

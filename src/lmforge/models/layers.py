@@ -35,6 +35,30 @@ def replace_config(config: Any, **overrides: Any) -> Any:
     return new
 
 
+def check_transformer_config(config: Any, sizes: tuple[str, ...], rates: tuple[str, ...]) -> None:
+    """The checks every transformer config shares: positive sizes, heads dividing the width,
+    dropout rates in [0, 1), positive eps and init std, a known activation."""
+    cls = type(config).__name__
+    for name in sizes:
+        if getattr(config, name) < 1:
+            raise ConfigError(f"{cls}.{name} must be at least 1, got {getattr(config, name)}")
+    if config.d_model % config.n_heads:
+        raise ConfigError(f"{cls}: d_model ({config.d_model}) must be divisible by n_heads ({config.n_heads})")
+    for name in rates:
+        if not 0.0 <= getattr(config, name) < 1.0:
+            raise ConfigError(f"{cls}.{name} must be in [0, 1), got {getattr(config, name)}")
+    if config.eps <= 0 or config.init_std <= 0:
+        raise ConfigError(f"{cls}: eps ({config.eps}) and init_std ({config.init_std}) must be positive")
+    activation(config.act)  # unknown activation -> ConfigError
+
+
+def preset(presets: dict[str, Any], family: str, name: str, **overrides: Any) -> Any:
+    """Preset ``name`` of ``presets`` with ``overrides``; an unknown name is a ConfigError."""
+    if name not in presets:
+        raise ConfigError(f"unknown {family} preset {name!r}; known: {sorted(presets)}")
+    return replace_config(presets[name], **overrides)
+
+
 # ----------------------------------------------------------------------------- outputs
 
 
