@@ -34,6 +34,22 @@ def make_batch(name: str, head: str, vocab: int, B: int, L: int, device: str) ->
     ids = torch.randint(5, vocab, (B, L), generator=g)
     mask = torch.ones(B, L, dtype=torch.long)
     mask[: B // 2, -L // 8:] = 0  # half the rows padded: masks on the hot path for both
+    move = lambda d: {k: v.to(device) for k, v in d.items()}  # noqa: E731
+    if head == "seq2seq":  # span-corruption-like: targets a quarter of the input length
+        labels = torch.randint(5, vocab, (B, L // 4), generator=g)
+        batch = {"input_ids": ids, "attention_mask": mask, "labels": labels}
+        return move(batch), move(batch)
+    if head == "plm":  # XLNet: 1/6 of the positions are targets, one random order per row
+        P = L // 6
+        targets = torch.stack([torch.randperm(L, generator=g)[:P].sort().values for _ in range(B)])
+        rank = torch.stack([torch.randperm(L, generator=g) for _ in range(B)]).float()
+        is_target = torch.zeros(B, L, dtype=torch.bool).scatter_(1, targets, True)
+        # i cannot see j when j is a target not earlier than i in the order
+        perm = ((rank[:, :, None] <= rank[:, None, :]) & is_target[:, None, :]).float()
+        mapping = torch.zeros(B, P, L).scatter_(2, targets[:, :, None], 1.0)
+        batch = {"input_ids": ids, "attention_mask": mask, "perm_mask": perm, "target_mapping": mapping,
+                 "labels": torch.gather(ids, 1, targets)}
+        return move(batch), move(batch)
     if head == "lm":
         ours = {"input_ids": ids, "attention_mask": mask, "labels": ids}
         theirs = dict(ours)
@@ -43,7 +59,6 @@ def make_batch(name: str, head: str, vocab: int, B: int, L: int, device: str) ->
         key = "sentence_order_label" if name.startswith("albert") else "next_sentence_label"
         ours = {"input_ids": ids, "attention_mask": mask, "labels": labels, key: pair}
         theirs = {"input_ids": ids, "attention_mask": mask, "labels": labels, key: pair}
-    move = lambda d: {k: v.to(device) for k, v in d.items()}  # noqa: E731
     return move(ours), move(theirs)
 
 

@@ -13,7 +13,32 @@ CASES = [
     ("ernie-tiny-test", "mlm", transformers.ErnieForMaskedLM, transformers.AutoModelForMaskedLM),
     ("albert-tiny", "pretraining", transformers.AlbertForPreTraining, transformers.AutoModelForPreTraining),
     ("gpt-tiny", "lm", transformers.GPT2LMHeadModel, transformers.AutoModelForCausalLM),
+    ("xlnet-tiny", "lm", transformers.XLNetLMHeadModel, transformers.AutoModelForCausalLM),
 ]
+
+
+SEQ2SEQ = [
+    ("bart-tiny", transformers.BartForConditionalGeneration),
+    ("t5-tiny", transformers.T5ForConditionalGeneration),
+    ("switch-tiny", transformers.SwitchTransformersForConditionalGeneration),
+]
+
+
+@pytest.mark.parametrize("name,hf_class", SEQ2SEQ)
+def test_seq2seq_dispatch_export_and_reload(tmp_path, name, hf_class):
+    torch.manual_seed(0)
+    ours = build_model(name).eval()
+    assert type(to_hf(ours)) is hf_class and type(from_hf(to_hf(ours))) is type(ours)
+    ids = torch.randint(5, 200, (2, 10))
+    mask = torch.ones_like(ids)
+    mask[0, -2:] = 0
+    dec = torch.randint(5, 200, (2, 4))
+    export(ours, tmp_path / "export")
+    loaded = transformers.AutoModelForSeq2SeqLM.from_pretrained(str(tmp_path / "export")).eval()
+    with torch.no_grad():
+        a = ours(input_ids=ids, attention_mask=mask, decoder_input_ids=dec).logits
+        b = loaded(input_ids=ids, attention_mask=mask, decoder_input_ids=dec).logits
+    assert (a - b).abs().max() <= 1e-4
 
 
 @pytest.mark.parametrize("name,head,hf_class,auto", CASES)
@@ -55,5 +80,8 @@ def test_export_carries_the_tokenizer(tmp_path):
 def test_unsupported_models_are_clear_errors():
     with pytest.raises(ConfigError, match="no transformers counterpart for ElmoBiLM"):
         to_hf(build_model("elmo-tiny"))
-    with pytest.raises(ConfigError, match="no converter for transformers model type 't5'"):
-        from_hf(transformers.T5ForConditionalGeneration(transformers.T5Config(vocab_size=50, d_model=16, d_ff=32, num_layers=1, num_heads=2, d_kv=8)))
+    with pytest.raises(ConfigError, match="no transformers counterpart for TransformerXLLMHeadModel"):
+        to_hf(build_model("txl-tiny"))
+    with pytest.raises(ConfigError, match="no converter for transformers model type 'roberta'"):
+        from_hf(transformers.RobertaForMaskedLM(transformers.RobertaConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1,
+                                                                         num_attention_heads=2, intermediate_size=32)))

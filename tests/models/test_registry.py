@@ -9,7 +9,9 @@ from lmforge.models.layers import ConfigError, count_parameters
 from lmforge.models.registry import ARCHITECTURES, PRESET_ARCHITECTURE, build_model, preset_config
 
 # Published parameter counts (the whole pretraining model, tied weights once; ELMo: without the softmax).
-PUBLISHED = {"gpt2": 124e6, "openai-gpt": 117e6, "bert-base": 110e6, "bert-tiny": 4.4e6, "albert-base": 12e6}
+PUBLISHED = {"gpt2": 124e6, "openai-gpt": 117e6, "bert-base": 110e6, "bert-tiny": 4.4e6, "albert-base": 12e6,
+             "txl-wt103-base": 151e6, "txl-enwik8-base": 41e6, "xlnet-base": 117e6, "bart-base": 139e6,
+             "t5-small": 60.5e6, "t5-v1_1-small": 77e6, "switch-base-8": 619e6}
 
 
 def batch_for(name: str, head: str, B: int = 2, L: int = 12) -> dict:
@@ -28,9 +30,14 @@ def batch_for(name: str, head: str, B: int = 2, L: int = 12) -> dict:
         else:
             batch["labels"] = torch.tensor([0, 1])
         return batch
+    eos = getattr(cfg, "eos_id", None)
+    if eos is not None:  # encoder-decoder classifiers read the last </s>
+        ids[0, -4], ids[1, -4] = eos, eos
     batch = {"input_ids": ids, "attention_mask": mask}
     if head == "classification":
         batch["labels"] = torch.tensor([0, 1])
+    elif head == "seq2seq":
+        batch["labels"] = torch.randint(5, vocab, (B, L // 2), generator=g)
     elif head == "lm":
         batch["labels"] = ids
     else:
@@ -55,7 +62,9 @@ def test_every_tiny_preset_trains_a_step_with_every_head(name):
         assert out.loss is not None and torch.isfinite(out.loss), (name, head)
         out.loss.backward()
         grads = [p.grad for p in model.parameters() if p.requires_grad]
-        assert grads and all(g is not None for g in grads[:3]), (name, head)
+        # most parameters get a gradient (some only from inputs this batch lacks: XLNet's mask
+        # embedding needs target_mapping, segment biases need token types)
+        assert sum(g is not None for g in grads) >= 0.8 * len(grads), (name, head)
 
 
 def test_every_architecture_has_a_tiny_preset():
@@ -97,6 +106,11 @@ SHRINK = {
     "ernie": dict(vocab_size=300, max_positions=32, d_model=32, n_layers=2, n_heads=2, d_ff=64),
     "albert": dict(vocab_size=300, max_positions=32, embedding_size=16, d_model=32, n_layers=2, n_heads=2, d_ff=64),
     "elmo": dict(vocab_size=300, filters=((1, 4), (2, 4), (3, 8)), projection_dim=16, cell_dim=32),
+    "transformer_xl": dict(vocab_size=300, d_model=32, n_layers=2, n_heads=2, d_head=16, d_inner=64),
+    "xlnet": dict(vocab_size=300, d_model=32, n_layers=2, n_heads=2, d_head=16, d_inner=64),
+    "bart": dict(vocab_size=300, max_positions=32, d_model=32, encoder_layers=2, decoder_layers=2, n_heads=2, d_ff=64),
+    "t5": dict(vocab_size=300, d_model=32, d_kv=8, d_ff=64, n_layers=2, n_decoder_layers=2, n_heads=2),
+    "switch": dict(vocab_size=300, d_model=32, d_kv=8, d_ff=64, n_layers=2, n_decoder_layers=2, n_heads=2, num_experts=4),
 }
 
 
@@ -126,5 +140,7 @@ def batch_for_config(arch: str, head: str, cfg, B: int = 2, L: int = 10) -> dict
                 "labels": ids, "backward_labels": ids}
     if head == "lm":
         return {"input_ids": ids, "attention_mask": mask, "labels": ids}
+    if head == "seq2seq":
+        return {"input_ids": ids, "attention_mask": mask, "labels": ids[:, : L // 2]}
     key = "sentence_order_label" if arch == "albert" else "next_sentence_label"
     return {"input_ids": ids, "attention_mask": mask, "labels": ids, key: torch.tensor([0, 1])}

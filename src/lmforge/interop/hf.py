@@ -6,7 +6,10 @@ writes a directory that ``transformers.AutoModel*.from_pretrained`` loads, with 
 tokenizer's files next to it when ``tokenizer_dir`` is given.
 
 Covered: BERT and ERNIE (pre-training, masked LM, sequence classification), ALBERT (the same),
-GPT-2 and OpenAI GPT (LM, sequence classification). ELMo has no ``transformers`` counterpart.
+GPT-2 and OpenAI GPT (LM, sequence classification), XLNet (LM, classification), BART, T5 (v1.0 and
+v1.1) and Switch Transformer (conditional generation; BART and T5 also classification). ELMo
+has no ``transformers`` counterpart, and the installed ``transformers`` no longer has
+Transformer-XL.
 """
 
 from __future__ import annotations
@@ -16,16 +19,24 @@ from pathlib import Path
 
 from torch import nn
 
-from ..models import albert, bert, ernie, gpt
+from ..models import albert, bart, bert, ernie, gpt, switch, t5, xlnet
 from ..models.layers import ConfigError
 
 
 def to_hf(model: nn.Module, **token_ids: int | None) -> nn.Module:
     """Our model -> the ``transformers`` model of the same architecture and head, same weights.
     ``token_ids`` (``pad_token_id``, ``bos_token_id``, ``eos_token_id``) go into GPT / ALBERT configs."""
-    from . import _albert, _bert, _gpt
+    from . import _albert, _bart, _bert, _gpt, _t5, _xlnet
 
     config = getattr(model, "config", None)
+    if isinstance(config, switch.SwitchConfig):  # before T5: a Switch config is a T5 config
+        return _t5.switch_to_hf(model)
+    if isinstance(config, t5.T5Config):
+        return _t5.t5_to_hf(model)
+    if isinstance(config, bart.BartConfig):
+        return _bart.bart_to_hf(model)
+    if isinstance(config, xlnet.XLNetConfig):
+        return _xlnet.xlnet_to_hf(model, **token_ids)
     if isinstance(config, ernie.ErnieConfig):
         return _bert.ernie_to_hf(model)
     if isinstance(config, bert.BertConfig):
@@ -38,12 +49,13 @@ def to_hf(model: nn.Module, **token_ids: int | None) -> nn.Module:
 
 
 def from_hf(hf_model: nn.Module) -> nn.Module:
-    """A ``transformers`` model (BERT, ERNIE, ALBERT, GPT-2, OpenAI GPT) -> ours, same weights."""
-    from . import _albert, _bert, _gpt
+    """A ``transformers`` model (BERT, ERNIE, ALBERT, GPT-2, OpenAI GPT, XLNet, BART, T5, Switch) -> ours, same weights."""
+    from . import _albert, _bart, _bert, _gpt, _t5, _xlnet
 
     model_type = getattr(getattr(hf_model, "config", None), "model_type", None)
     converters = {"bert": _bert.bert_from_hf, "ernie": _bert.ernie_from_hf, "albert": _albert.albert_from_hf,
-                  "gpt2": _gpt.gpt2_from_hf, "openai-gpt": _gpt.openai_gpt_from_hf}
+                  "gpt2": _gpt.gpt2_from_hf, "openai-gpt": _gpt.openai_gpt_from_hf, "xlnet": _xlnet.xlnet_from_hf,
+                  "bart": _bart.bart_from_hf, "t5": _t5.t5_from_hf, "switch_transformers": _t5.switch_from_hf}
     if model_type not in converters:
         raise ConfigError(f"no converter for transformers model type {model_type!r}; known: {sorted(converters)}")
     return converters[model_type](hf_model)

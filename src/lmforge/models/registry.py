@@ -12,7 +12,7 @@ from typing import Any
 
 from torch import nn
 
-from . import albert, bert, elmo, ernie, gpt
+from . import albert, bart, bert, elmo, ernie, gpt, switch, t5, transformer_xl, xlnet
 from .layers import ConfigError, replace_config
 
 
@@ -35,6 +35,17 @@ ARCHITECTURES: dict[str, Architecture] = {
                                           "classification": ernie.ErnieForSequenceClassification}, "pretraining", ("knowledge_mlm",)),
     "elmo": Architecture(elmo.PRESETS, {"bilm": elmo.ElmoBiLM, "classification": elmo.ElmoForSequenceClassification},
                          "bilm", ("bilm",)),
+    "transformer_xl": Architecture(transformer_xl.PRESETS, {"lm": transformer_xl.TransformerXLLMHeadModel,
+                                                            "classification": transformer_xl.TransformerXLForSequenceClassification},
+                                   "lm", ("segments",)),
+    "xlnet": Architecture(xlnet.PRESETS, {"lm": xlnet.XLNetLMHeadModel, "classification": xlnet.XLNetForSequenceClassification},
+                          "lm", ("permutation",)),
+    "bart": Architecture(bart.PRESETS, {"seq2seq": bart.BartForConditionalGeneration,
+                                        "classification": bart.BartForSequenceClassification}, "seq2seq", ("denoising",)),
+    "t5": Architecture(t5.PRESETS, {"seq2seq": t5.T5ForConditionalGeneration, "classification": t5.T5ForSequenceClassification},
+                       "seq2seq", ("span_corruption",)),
+    "switch": Architecture(switch.PRESETS, {"seq2seq": switch.SwitchForConditionalGeneration,
+                                            "classification": switch.SwitchForSequenceClassification}, "seq2seq", ("span_corruption",)),
 }
 
 # preset name -> architecture (preset names are unique across architectures)

@@ -1,0 +1,224 @@
+"""BART <-> Hugging Face transformers: configs, weights, identical outputs.
+
+``bart_to_hf(model)`` gives transformers' ``BartForConditionalGeneration`` /
+``BartForSequenceClassification`` with our weights; ``bart_from_hf(hf_model)`` the reverse.
+``hf_model.save_pretrained(path)`` then writes a directory that
+``AutoModelForSeq2SeqLM`` / ``AutoModelForSequenceClassification`` load.
+
+Same tensors, no transposes, other names (``_name_map``): transformers' ``model.`` prefix is
+our ``bart.``, ``self_attn.q_proj`` our ``attn.q`` in the encoder and ``self_attn.q`` in the
+decoder, ``encoder_attn`` our ``cross_attn``, ``self_attn_layer_norm`` / ``encoder_attn_layer_norm``
+/ ``final_layer_norm`` our ``norm1`` / ``norm2`` (decoder) / ``norm2`` (encoder) or ``norm3``
+(decoder), ``layernorm_embedding`` our ``norm_embedding``, ``embed_positions`` our ``position``.
+transformers holds the shared embedding four times in its state dict (``model.shared``, the
+encoder's and the decoder's ``embed_tokens``, ``lm_head``); we hold it once.
+``final_logits_bias`` is (1, V) there, (V,) here.
+
+What does not convert is an error: different encoder / decoder widths of heads or
+feed-forward, LayerDrop, an untied output layer, a LayerNorm epsilon other than 1e-5 (fixed in
+transformers' BART), an activation we do not have, multi-label classification.
+"""
+
+from __future__ import annotations
+
+import torch
+import transformers
+from torch import nn
+
+from ..models import bart
+from ..models.layers import ConfigError
+
+_ACT_TO_HF = {"gelu": "gelu", "relu": "relu", "gelu_tanh": "gelu_new"}
+_ACT_FROM_HF = {"gelu": "gelu", "relu": "relu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}
+_HF_EPS = 1e-5  # transformers' BART builds nn.LayerNorm(d_model) with the default epsilon
+
+_CLASSES = {
+    bart.BartForConditionalGeneration: "BartForConditionalGeneration",
+    bart.BartForSequenceClassification: "BartForSequenceClassification",
+}
+
+# transformers' tied copies of model.shared.weight
+_TIED = ("model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight", "lm_head.weight")
+
+_ENCODER_LAYER = [  # transformers (under model.encoder.layers.i.) -> ours (under bart.encoder.layers.i.)
+    ("self_attn.q_proj", "attn.q"), ("self_attn.k_proj", "attn.k"), ("self_attn.v_proj", "attn.v"),
+    ("self_attn.out_proj", "attn.out"), ("self_attn_layer_norm", "norm1"),
+    ("fc1", "ffn.fc1"), ("fc2", "ffn.fc2"), ("final_layer_norm", "norm2"),
+]
+_DECODER_LAYER = [  # transformers (under model.decoder.layers.i.) -> ours (under bart.decoder.layers.i.)
+    ("self_attn.q_proj", "self_attn.q"), ("self_attn.k_proj", "self_attn.k"), ("self_attn.v_proj", "self_attn.v"),
+    ("self_attn.out_proj", "self_attn.out"), ("self_attn_layer_norm", "norm1"),
+    ("encoder_attn.q_proj", "cross_attn.q"), ("encoder_attn.k_proj", "cross_attn.k"),
+    ("encoder_attn.v_proj", "cross_attn.v"), ("encoder_attn.out_proj", "cross_attn.out"),
+    ("encoder_attn_layer_norm", "norm2"),
+    ("fc1", "ffn.fc1"), ("fc2", "ffn.fc2"), ("final_layer_norm", "norm3"),
+]
+
+
+# ----------------------------------------------------------------------------- configs
+
+
+def _hf_config(config: bart.BartConfig, **extra) -> transformers.BartConfig:
+    if config.eps != _HF_EPS:
+        raise ConfigError(f"transformers' BART has LayerNorm epsilon {_HF_EPS}; this model has {config.eps}")
+    return transformers.BartConfig(
+        vocab_size=config.vocab_size,
+        max_position_embeddings=config.max_positions,
+        d_model=config.d_model,
+        encoder_layers=config.encoder_layers,
+        decoder_layers=config.decoder_layers,
+        encoder_attention_heads=config.n_heads,
+        decoder_attention_heads=config.n_heads,
+        encoder_ffn_dim=config.d_ff,
+        decoder_ffn_dim=config.d_ff,
+        encoder_layerdrop=0.0,
+        decoder_layerdrop=0.0,
+        activation_function=_ACT_TO_HF[config.act],
+        dropout=config.dropout,
+        attention_dropout=config.attn_dropout,
+        activation_dropout=config.act_dropout,
+        init_std=config.init_std,
+        scale_embedding=config.scale_embedding,
+        pad_token_id=config.pad_id,
+        bos_token_id=config.bos_id,
+        eos_token_id=config.eos_id,
+        decoder_start_token_id=config.decoder_start_id,
+        forced_eos_token_id=config.eos_id,  # transformers' BART default (generation forces </s> at max length)
+        tie_word_embeddings=True,
+        **extra,
+    )
+
+
+def _our_config(hf: transformers.BartConfig) -> bart.BartConfig:
+    if hf.encoder_attention_heads != hf.decoder_attention_heads or hf.encoder_ffn_dim != hf.decoder_ffn_dim:
+        raise ConfigError("encoder and decoder must have the same number of heads and feed-forward size "
+                          f"(heads {hf.encoder_attention_heads}/{hf.decoder_attention_heads}, "
+                          f"ffn {hf.encoder_ffn_dim}/{hf.decoder_ffn_dim})")
+    if hf.encoder_layerdrop or hf.decoder_layerdrop:
+        raise ConfigError(f"LayerDrop is not supported (encoder_layerdrop {hf.encoder_layerdrop}, "
+                          f"decoder_layerdrop {hf.decoder_layerdrop})")
+    if hf.activation_function not in _ACT_FROM_HF:
+        raise ConfigError(f"activation_function {hf.activation_function!r} has no equivalent; "
+                          f"known: {sorted(_ACT_FROM_HF)}")
+    if not hf.tie_word_embeddings:
+        raise ConfigError("the output layer must be tied to the shared embedding (tie_word_embeddings)")
+    return bart.BartConfig(
+        vocab_size=hf.vocab_size,
+        d_model=hf.d_model,
+        encoder_layers=hf.encoder_layers,
+        decoder_layers=hf.decoder_layers,
+        n_heads=hf.encoder_attention_heads,
+        d_ff=hf.encoder_ffn_dim,
+        max_positions=hf.max_position_embeddings,
+        act=_ACT_FROM_HF[hf.activation_function],
+        dropout=float(hf.dropout),
+        attn_dropout=float(hf.attention_dropout),
+        act_dropout=float(hf.activation_dropout),
+        eps=_HF_EPS,
+        init_std=hf.init_std,
+        pad_id=hf.pad_token_id,
+        bos_id=hf.bos_token_id,
+        eos_id=hf.eos_token_id,
+        decoder_start_id=hf.decoder_start_token_id,
+        scale_embedding=bool(hf.scale_embedding),
+    )
+
+
+# ----------------------------------------------------------------------------- weights
+
+
+def _name_map(model: nn.Module) -> dict[str, str]:
+    """transformers name -> our name, for every tensor of our ``model``'s state dict."""
+    c = model.config
+    pairs = {
+        "model.shared": "bart.shared",
+        "model.encoder.embed_positions": "bart.encoder.position",
+        "model.encoder.layernorm_embedding": "bart.encoder.norm_embedding",
+        "model.decoder.embed_positions": "bart.decoder.position",
+        "model.decoder.layernorm_embedding": "bart.decoder.norm_embedding",
+        "classification_head.dense": "head.dense",
+        "classification_head.out_proj": "head.out_proj",
+    }
+    for i in range(c.encoder_layers):
+        for theirs, ours in _ENCODER_LAYER:
+            pairs[f"model.encoder.layers.{i}.{theirs}"] = f"bart.encoder.layers.{i}.{ours}"
+    for i in range(c.decoder_layers):
+        for theirs, ours in _DECODER_LAYER:
+            pairs[f"model.decoder.layers.{i}.{theirs}"] = f"bart.decoder.layers.{i}.{ours}"
+    mapping = {"final_logits_bias": "final_logits_bias"}
+    for theirs, ours in pairs.items():
+        for p in ("weight", "bias"):
+            mapping[f"{theirs}.{p}"] = f"{ours}.{p}"
+    ours = model.state_dict()
+    return {theirs: name for theirs, name in mapping.items() if name in ours}
+
+
+def _check_same_keys(expected: set[str], got: set[str], what: str) -> None:
+    if expected != got:
+        raise ConfigError(f"{what}: state dicts differ; missing {sorted(expected - got)}, "
+                          f"unexpected {sorted(got - expected)}")
+
+
+# ----------------------------------------------------------------------------- public
+
+
+def hf_config(config: bart.BartConfig, **extra) -> transformers.BartConfig:
+    """transformers' BartConfig for ours (``extra``: e.g. ``num_labels``)."""
+    return _hf_config(config, **extra)
+
+
+def bart_to_hf(model: nn.Module) -> transformers.PreTrainedModel:
+    """Our BartForConditionalGeneration / BartForSequenceClassification -> transformers' same head, same weights."""
+    if type(model) not in _CLASSES:
+        known = [c.__name__ for c in _CLASSES]
+        raise TypeError(f"no transformers equivalent for {type(model).__name__}; known: {known}")
+    extra = {}
+    if isinstance(model, bart.BartForSequenceClassification):
+        extra = dict(num_labels=model.num_labels, classifier_dropout=model.classifier_dropout)
+        if model.num_labels == 1:
+            extra["problem_type"] = "regression"
+    hf_cls = getattr(transformers, _CLASSES[type(model)])
+    hf = hf_cls(_hf_config(model.config, **extra))
+
+    ours = model.state_dict()
+    state = {theirs: ours[name] for theirs, name in _name_map(model).items()}
+    if "final_logits_bias" in state:
+        state["final_logits_bias"] = state["final_logits_bias"].reshape(1, -1)
+    for copy in _TIED:
+        if copy in hf.state_dict():
+            state[copy] = state["model.shared.weight"]
+    _check_same_keys(set(hf.state_dict()), set(state), f"{type(model).__name__} -> {hf_cls.__name__}")
+    hf.load_state_dict(state, strict=True)
+    hf.to(next(model.parameters()).dtype)
+    return hf.train(model.training)
+
+
+def bart_from_hf(hf_model: transformers.PreTrainedModel) -> nn.Module:
+    """transformers' BartForConditionalGeneration / BartForSequenceClassification -> ours, same weights."""
+    by_name = {name: ours for ours, name in _CLASSES.items()}
+    name = type(hf_model).__name__
+    if name not in by_name:
+        raise TypeError(f"cannot convert {name}; known: {sorted(by_name)}")
+    hf_config_ = hf_model.config
+    config = _our_config(hf_config_)
+    if name == "BartForSequenceClassification":
+        if hf_config_.problem_type == "multi_label_classification":
+            raise ConfigError("multi-label classification (problem_type) is not supported")
+        model = bart.BartForSequenceClassification(config, num_labels=hf_config_.num_labels,
+                                                   classifier_dropout=float(hf_config_.classifier_dropout or 0.0))
+    else:
+        model = bart.BartForConditionalGeneration(config)
+
+    theirs = hf_model.state_dict()
+    mapping = _name_map(model)
+    tied = [k for k in _TIED if k in theirs]
+    for copy in tied:  # a copy that is not the same tensor cannot be held once
+        if not torch.equal(theirs[copy], theirs["model.shared.weight"]):
+            raise ConfigError(f"{copy} differs from model.shared.weight: untied weights do not convert")
+    _check_same_keys(set(mapping) | set(tied), set(theirs), f"{name} -> {type(model).__name__}")
+    state = {ours: theirs[t] for t, ours in mapping.items()}
+    if "final_logits_bias" in state:
+        state["final_logits_bias"] = state["final_logits_bias"].reshape(-1)
+    model.load_state_dict(state, strict=True)
+    model.to(next(hf_model.parameters()).dtype)
+    return model.train(hf_model.training)

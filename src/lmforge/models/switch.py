@@ -1,0 +1,289 @@
+"""Switch Transformer (Fedus, Zoph and Shazeer, 2021): T5 with a mixture of experts, each
+token sent to ONE expert, in place of the feed-forward layer of every other block.
+
+Read top to bottom:
+
+1. ``SwitchConfig``: a ``T5Config`` (t5.py) plus the experts. The published Switch models
+   are T5 v1.0 shaped (ReLU feed-forward layers, output layer tied to the embedding).
+   ``encoder_sparse_step`` / ``decoder_sparse_step`` say which blocks have experts, with
+   transformers' rule so that its checkpoints convert: block ``i`` is sparse when the step is
+   1 or ``i % step == 1``; step 2 (the published models) gives blocks 1, 3, 5, ...
+2. ``expert_capacity``: how many tokens each expert takes from a group. A group is one
+   sequence (as in transformers; Mesh TF and flaxformer cut the batch into groups of a fixed
+   size): ``int(tokens_per_group * capacity_factor / num_experts)``, with the capacity factor
+   1.25 in training and 2.0 in evaluation, at least ``min_expert_capacity`` (4, flaxformer's
+   default; it keeps one-token decoding steps from dropping everything) unless
+   ``expert_capacity`` fixes it (transformers' checkpoints do: 64). In cached (incremental)
+   decoding each step's new token is a group of one, which nothing drops.
+3. ``Top1Router``: logits in float32 whatever the model dtype (bf16 routers diverge), with
+   multiplicative jitter ``x * U(1 - eps, 1 + eps)`` on the ROUTER's copy of the input in
+   training only (transformers multiplies the tensor that the experts then read, in place).
+4. ``Experts``: all experts' weights stacked, ``wi`` (E, D, F) and ``wo`` (E, F, D), run as
+   one batched matmul.
+5. ``SwitchFeedForward``, the layer itself, loop-free over experts:
+     - top-1 expert and its probability (the gate) per token;
+     - each token's position in its expert's buffer = how many earlier tokens of its group
+       chose the same expert (a cumulative sum over the one-hot choices: earlier tokens
+       first, as in Mesh TF and transformers);
+     - tokens at a position >= capacity are DROPPED: their output is 0, so the block's
+       residual connection passes them through unchanged;
+     - the kept tokens are scattered into an (E, groups * capacity, D) buffer, the experts run
+       as a batched matmul, the outputs are gathered back and scaled by the gate;
+     - the load-balancing loss ``E * sum_i f_i * P_i`` (Switch eq. 4-6; ``f_i`` the fraction
+       of the group's tokens whose top-1 choice is expert ``i``, before any dropping, ``P_i``
+       the mean router probability of expert ``i``), per group and averaged over groups,
+       and the router z-loss ``mean(logsumexp(logits)^2)`` (ST-MoE, Zoph et al. 2022).
+6. ``SwitchStack`` and the heads ``SwitchForConditionalGeneration`` and
+   ``SwitchForSequenceClassification``: T5's, with the router losses added.
+
+The heads' ``loss`` is the task loss PLUS ``router_aux_loss_coef * load_balancing_loss +
+router_z_loss_coef * router_z_loss``, each averaged over all sparse layers of both stacks
+(t5x's MoE models average the per-layer losses), unless ``add_router_losses=False``; ``aux``
+always holds:
+
+- ``lm_loss`` (or ``classification_loss``): the task loss alone;
+- ``load_balancing_loss`` and ``router_z_loss``: the two terms as added, coefficients applied;
+- ``load_balancing_loss_per_layer`` and ``router_z_loss_per_layer`` (n_sparse,): unweighted,
+  encoder layers first;
+- ``expert_fraction`` (n_sparse, E): the fraction of tokens whose top-1 choice is each expert;
+- ``dropped_fraction`` (n_sparse,): the fraction of tokens over capacity.
+
+Differences from transformers' ``SwitchTransformers`` (where it departs from the paper):
+jitter reaches only the router (above); each layer's load-balancing loss is its own (it
+concatenates every sparse layer's router logits of a stack before computing one ``f * P``,
+which is not the sum or mean of the layers' losses); the total averages over all sparse
+layers (it sums the encoder's and the decoder's); a model whose every layer is sparse still
+gets its losses (it returns 0 when the sparse step is 1); the capacity follows the factors
+(it has one fixed capacity); the router starts at N(0, 0.02) (flaxformer) where it draws
+N(0, 1). Padding tokens are routed and counted like the others, as in transformers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .layers import ConfigError, ModelOutput, gelu_tanh, preset
+from .t5 import T5Config, T5FeedForward, T5ForConditionalGeneration, T5ForSequenceClassification, T5Stack
+
+# ----------------------------------------------------------------------------- config
+
+
+@dataclass
+class SwitchConfig(T5Config):
+    """T5's options (defaults: T5-small sizes, v1.0) plus the mixture of experts."""
+
+    num_experts: int = 8
+    encoder_sparse_step: int = 2  # block i has experts when step == 1 or i % step == 1; 0: none
+    decoder_sparse_step: int = 2
+    capacity_factor_train: float = 1.25
+    capacity_factor_eval: float = 2.0
+    min_expert_capacity: int = 4
+    expert_capacity: int | None = None  # fixed tokens per expert per sequence (overrides the factors and the minimum)
+    router_jitter: float = 0.01  # multiplicative jitter on the router input, training only
+    router_aux_loss_coef: float = 0.01  # alpha of the load-balancing loss (Switch paper)
+    router_z_loss_coef: float = 1e-3
+    add_router_losses: bool = True  # the head's loss includes both router losses
+
+    def validate(self) -> None:
+        super().validate()
+        cls = type(self).__name__
+        if self.num_experts < 1:
+            raise ConfigError(f"{cls}.num_experts must be at least 1, got {self.num_experts}")
+        for name in ("encoder_sparse_step", "decoder_sparse_step", "min_expert_capacity"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{cls}.{name} must be >= 0, got {getattr(self, name)}")
+        for name in ("capacity_factor_train", "capacity_factor_eval"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{cls}.{name} must be positive, got {getattr(self, name)}")
+        if self.expert_capacity is not None and self.expert_capacity < 1:
+            raise ConfigError(f"{cls}.expert_capacity must be at least 1 (or None), got {self.expert_capacity}")
+        if not 0.0 <= self.router_jitter < 1.0:
+            raise ConfigError(f"{cls}.router_jitter must be in [0, 1), got {self.router_jitter}")
+        for name in ("router_aux_loss_coef", "router_z_loss_coef"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{cls}.{name} must be >= 0, got {getattr(self, name)}")
+
+
+_BASE = dict(d_model=768, d_kv=64, d_ff=3072, n_layers=12, n_decoder_layers=12, n_heads=12)  # T5-base
+
+PRESETS: dict[str, SwitchConfig] = {
+    # google/switch-base-8: T5-base with 8 experts in every other block (6 + 6 sparse layers), 619M
+    "switch-base-8": SwitchConfig(num_experts=8, **_BASE),
+    # Not a released model: a CPU size for tests and smoke runs (block 1 of each stack is sparse).
+    "switch-tiny": SwitchConfig(vocab_size=1024, d_model=64, d_kv=16, d_ff=128, n_layers=2, n_decoder_layers=2,
+                                n_heads=4, num_experts=4),
+}
+
+
+def from_name(name: str, **overrides) -> SwitchConfig:
+    """The preset ``name`` with ``overrides`` (unknown option names are a ConfigError)."""
+    return preset(PRESETS, "Switch", name, **overrides)
+
+
+def is_sparse(index: int, step: int) -> bool:
+    """Whether block ``index`` has experts (transformers' rule, so its checkpoints convert)."""
+    return step == 1 or (step > 1 and index % step == 1)
+
+
+def expert_capacity(tokens_per_group: int, config: SwitchConfig, training: bool) -> int:
+    """Tokens each expert takes from a group of ``tokens_per_group``."""
+    if config.expert_capacity is not None:
+        return config.expert_capacity
+    factor = config.capacity_factor_train if training else config.capacity_factor_eval
+    return max(int(tokens_per_group * factor / config.num_experts), config.min_expert_capacity)
+
+
+# ----------------------------------------------------------------------------- router, experts
+
+
+class Top1Router(nn.Module):
+    """Router logits (..., E) in float32, from an input jittered in training only."""
+
+    def __init__(self, config: SwitchConfig):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(config.num_experts, config.d_model))
+        self.jitter = config.router_jitter
+        nn.init.normal_(self.weight, 0.0, 0.02)  # flaxformer's router init
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.float()  # a new tensor unless x is float32 already: never modified in place below
+        if self.training and self.jitter > 0:
+            x = x * torch.empty_like(x).uniform_(1.0 - self.jitter, 1.0 + self.jitter)
+        return F.linear(x, self.weight.float())
+
+
+class Experts(nn.Module):
+    """E feed-forward layers with stacked weights, applied to (E, N, D) -> (E, N, D) at once."""
+
+    def __init__(self, config: SwitchConfig):
+        super().__init__()
+        E, D, Fd = config.num_experts, config.d_model, config.d_ff
+        self.gated = config.ffn == "gated-gelu"
+        self.wi = nn.Parameter(torch.empty(E, D, Fd))
+        self.wi_linear = nn.Parameter(torch.empty(E, D, Fd)) if self.gated else None
+        self.wo = nn.Parameter(torch.empty(E, Fd, D))
+        self.dropout = nn.Dropout(config.dropout)
+        with torch.no_grad():  # as T5's dense layers: fan-in scaled
+            for w in (self.wi, self.wi_linear):
+                if w is not None:
+                    nn.init.normal_(w, 0.0, config.init_factor * D**-0.5)
+            nn.init.normal_(self.wo, 0.0, config.init_factor * Fd**-0.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.bmm(x, self.wi)  # (E, N, F)
+        h = gelu_tanh(h) * torch.bmm(x, self.wi_linear) if self.gated else F.relu(h)
+        return torch.bmm(self.dropout(h), self.wo)  # (E, N, D)
+
+
+@dataclass
+class Routing:
+    """What one sparse layer decided, for the losses, statistics and tests."""
+
+    logits: torch.Tensor  # (B, S, E) float32 router logits
+    expert: torch.Tensor  # (B, S) top-1 expert
+    gate: torch.Tensor  # (B, S) float32 probability of that expert
+    kept: torch.Tensor  # (B, S) bool: within capacity (False: dropped)
+    capacity: int
+    load_balancing_loss: torch.Tensor  # scalar, unweighted
+    router_z_loss: torch.Tensor  # scalar, unweighted
+    expert_fraction: torch.Tensor  # (E,) fraction of tokens choosing each expert (before dropping)
+
+
+class SwitchFeedForward(nn.Module):
+    """The mixture-of-experts feed-forward layer: (B, S, D) -> ((B, S, D), Routing); each
+    sequence is one routing group."""
+
+    def __init__(self, config: SwitchConfig):
+        super().__init__()
+        self.config = config
+        self.router = Top1Router(config)
+        self.experts = Experts(config)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, Routing]:
+        B, S, D = x.shape
+        E = self.config.num_experts
+        C = expert_capacity(S, self.config, self.training)
+
+        logits = self.router(x)  # (B, S, E) float32
+        probs = logits.softmax(dim=-1)
+        gate, expert = probs.max(dim=-1)  # (B, S) each
+        choice = F.one_hot(expert, E)  # (B, S, E)
+        # position in the expert's buffer: the number of earlier tokens of the group with the same expert
+        position = (choice.cumsum(dim=1) * choice).sum(dim=-1) - 1  # (B, S)
+        kept = position < C
+
+        # Flat slot of each token in a (B, E, C) buffer; dropped tokens all go to one spare
+        # slot at the end, which is never read back.
+        group = torch.arange(B, device=x.device)[:, None]
+        slot = torch.where(kept, (group * E + expert) * C + position, B * E * C).reshape(-1)  # (B*S,)
+        buffer = x.new_zeros(B * E * C + 1, D).index_add(0, slot, x.reshape(-1, D))
+        expert_in = buffer[:-1].view(B, E, C, D).transpose(0, 1).reshape(E, B * C, D)
+        expert_out = self.experts(expert_in)  # (E, B*C, D)
+        expert_out = expert_out.view(E, B, C, D).transpose(0, 1).reshape(B * E * C, D)
+        expert_out = torch.cat([expert_out, expert_out.new_zeros(1, D)])  # the spare slot reads 0
+        combine = (gate * kept).to(x.dtype).unsqueeze(-1)  # (B, S, 1): 0 for dropped tokens
+        y = expert_out.index_select(0, slot).view(B, S, D) * combine
+
+        # Switch eq. 4-6 per group, averaged over groups; f counts choices before dropping
+        fraction = choice.float().mean(dim=1)  # (B, E) f_i
+        mean_prob = probs.mean(dim=1)  # (B, E) P_i
+        load_balancing = E * (fraction * mean_prob).sum(dim=-1).mean()
+        z_loss = torch.logsumexp(logits, dim=-1).pow(2).mean()
+        routing = Routing(logits=logits, expert=expert, gate=gate, kept=kept, capacity=C,
+                          load_balancing_loss=load_balancing, router_z_loss=z_loss,
+                          expert_fraction=fraction.mean(dim=0))
+        return y, routing
+
+
+# ----------------------------------------------------------------------------- stack, heads
+
+
+class SwitchStack(T5Stack):
+    """T5's stack with experts in the sparse blocks."""
+
+    def make_ffn(self, config: SwitchConfig, index: int) -> nn.Module:
+        step = config.decoder_sparse_step if self.is_decoder else config.encoder_sparse_step
+        return SwitchFeedForward(config) if is_sparse(index, step) else T5FeedForward(config)
+
+
+class _SwitchHead:
+    """What the Switch heads add to T5's: the stack, and the router losses."""
+
+    stack_class = SwitchStack
+    task_loss_name = "lm_loss"
+    config: SwitchConfig
+
+    def add_routing(self, out: ModelOutput, enc_routing: list[Routing], dec_routing: list[Routing]) -> ModelOutput:
+        routings = enc_routing + dec_routing
+        if not routings:
+            return out
+        cfg = self.config
+        lb_layers = torch.stack([r.load_balancing_loss for r in routings])
+        z_layers = torch.stack([r.router_z_loss for r in routings])
+        lb = cfg.router_aux_loss_coef * lb_layers.mean()
+        z = cfg.router_z_loss_coef * z_layers.mean()
+        out.aux.update(
+            load_balancing_loss=lb, router_z_loss=z,
+            load_balancing_loss_per_layer=lb_layers, router_z_loss_per_layer=z_layers,
+            expert_fraction=torch.stack([r.expert_fraction for r in routings]),
+            dropped_fraction=torch.stack([1.0 - r.kept.float().mean() for r in routings]),
+        )
+        if out.loss is not None:
+            out.aux[self.task_loss_name] = out.loss
+            if cfg.add_router_losses:
+                out.loss = out.loss + lb + z
+        return out
+
+
+class SwitchForConditionalGeneration(_SwitchHead, T5ForConditionalGeneration):
+    """Sequence-to-sequence LM (T5's), loss = CE + router losses (see the module docstring)."""
+
+
+class SwitchForSequenceClassification(_SwitchHead, T5ForSequenceClassification):
+    """T5's classification head on the Switch network, loss = task loss + router losses."""
+
+    task_loss_name = "classification_loss"
