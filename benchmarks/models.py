@@ -18,14 +18,21 @@ import torch
 from lmforge.interop.hf import to_hf
 from lmforge.models.registry import build_model
 
-# (preset, head, overrides): a small but not trivial shape, the same for every encoder
+# (preset, head, overrides, batch kind): a small but not trivial shape, the same for every
+# architecture (4 layers, width 256, 4 heads, FFN 1024, vocabulary 8000), dropout 0
 SHAPE = dict(d_model=256, n_layers=4, n_heads=4, d_ff=1024)
+ENC_DEC = dict(d_model=256, d_ff=1024, n_heads=4, vocab_size=8000, dropout=0.0)
 CASES = [
-    ("gpt2", "lm", dict(vocab_size=8000, n_positions=256, **SHAPE, dropout=0.0, attn_dropout=0.0, embd_dropout=0.0)),
-    ("openai-gpt", "lm", dict(vocab_size=8000, n_positions=256, **SHAPE, dropout=0.0, attn_dropout=0.0, embd_dropout=0.0)),
-    ("bert-base", "pretraining", dict(vocab_size=8000, max_positions=256, **SHAPE, dropout=0.0, attn_dropout=0.0)),
-    ("albert-base", "pretraining", dict(vocab_size=8000, max_positions=256, **SHAPE)),
-    ("ernie-1.0-base", "pretraining", dict(vocab_size=8000, max_positions=256, **SHAPE, dropout=0.0, attn_dropout=0.0)),
+    ("gpt2", "lm", dict(vocab_size=8000, n_positions=256, **SHAPE, dropout=0.0, attn_dropout=0.0, embd_dropout=0.0), "lm"),
+    ("openai-gpt", "lm", dict(vocab_size=8000, n_positions=256, **SHAPE, dropout=0.0, attn_dropout=0.0, embd_dropout=0.0), "lm"),
+    ("bert-base", "pretraining", dict(vocab_size=8000, max_positions=256, **SHAPE, dropout=0.0, attn_dropout=0.0), "pretraining"),
+    ("albert-base", "pretraining", dict(vocab_size=8000, max_positions=256, **SHAPE), "pretraining"),
+    ("ernie-1.0-base", "pretraining", dict(vocab_size=8000, max_positions=256, **SHAPE, dropout=0.0, attn_dropout=0.0), "pretraining"),
+    ("xlnet-base", "lm", dict(vocab_size=8000, d_model=256, n_layers=4, n_heads=4, d_head=64, d_inner=1024, dropout=0.0), "plm"),
+    ("bart-base", "seq2seq", dict(max_positions=256, encoder_layers=4, decoder_layers=4, attn_dropout=0.0, act_dropout=0.0, **ENC_DEC), "seq2seq"),
+    ("t5-small", "seq2seq", dict(d_kv=64, n_layers=4, n_decoder_layers=4, **ENC_DEC), "seq2seq"),
+    ("t5-v1_1-small", "seq2seq", dict(d_kv=64, n_layers=4, n_decoder_layers=4, **ENC_DEC), "seq2seq"),
+    ("switch-base-8", "seq2seq", dict(d_kv=64, n_layers=4, n_decoder_layers=4, **ENC_DEC), "seq2seq"),
 ]
 
 
@@ -102,10 +109,10 @@ def main() -> None:
     args = ap.parse_args()
     dtype = getattr(torch, args.dtype)
     print(f"device {args.device}, {args.dtype}, batch {args.batch} x {args.length}, torch threads {torch.get_num_threads()}, "
-          f"shape {SHAPE}, vocab 8000\n")
+          f"shape {SHAPE}, vocab 8000; seq2seq targets {args.length // 4} long\n")
     print("| architecture | ours tokens/s | transformers tokens/s | ratio ours / transformers |")
     print("|---|---:|---:|---:|")
-    for name, head, overrides in CASES:
+    for name, head, overrides, kind in CASES:
         if args.only and name not in args.only:
             continue
         torch.manual_seed(0)
@@ -113,7 +120,7 @@ def main() -> None:
         theirs = to_hf(ours)
         ours.to(args.device).train()
         theirs.to(args.device).train()
-        b_ours, b_theirs = make_batch(name, head, 8000, args.batch, args.length, args.device)
+        b_ours, b_theirs = make_batch(name, kind, 8000, args.batch, args.length, args.device)
         rates = tokens_per_second([step_fn(ours, b_ours, dtype, args.device), step_fn(theirs, b_theirs, dtype, args.device)],
                                   args.batch * args.length)
         print(f"| {name} ({head}) | {rates[0]:,.0f} | {rates[1]:,.0f} | {rates[0] / rates[1]:.2f}x |")
