@@ -176,6 +176,68 @@ def test_uni_parity():
     assert_same_state(ours, xlnet_from_hf(hf))
 
 
+def hf_grads_as_ours(hf, ours) -> dict[str, torch.Tensor]:
+    """transformers' gradients in our layout: its parameters overwritten by their gradients, then
+    converted like weights. untie_r=False: transformers' per-layer copies of the shared biases
+    each got a gradient; ours is their sum."""
+    with torch.no_grad():
+        for p in hf.parameters():
+            p.copy_(p.grad)
+        if not ours.config.untie_r:
+            for name in ("r_w_bias", "r_r_bias", "r_s_bias"):
+                total = sum(getattr(layer.rel_attn, name) for layer in hf.transformer.layer).clone()
+                for layer in hf.transformer.layer:
+                    getattr(layer.rel_attn, name).copy_(total)
+    return xlnet_from_hf(hf).state_dict()
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_lm_gradient_parity(variant):
+    """Same gradients for every parameter on a permutation batch with memory: the query stream
+    computed at the targets only, the last layer's unused content stream skipped, the segment
+    term's row constant dropped and the scale folded into the queries change nothing."""
+    torch.manual_seed(0)
+    ours = randomise(XLNetLMHeadModel(XLNetConfig(**SHAPE, **VARIANTS[variant])))
+    hf = xlnet_to_hf(ours)
+    first, second = batch(1), batch(2)
+    with torch.no_grad():
+        mems, hf_mems = ours(**first).aux["mems"], hf(**hf_inputs(first), use_mems=True).mems
+    a = ours(**second, mems=mems)
+    b = hf(**hf_inputs(second), mems=hf_mems, use_mems=True)
+    assert max_diff(a.loss, b.loss) <= ATOL
+    a.loss.backward()
+    b.loss.backward()
+    theirs = hf_grads_as_ours(hf, ours)
+    for name, p in ours.named_parameters():
+        assert max_diff(p.grad, theirs[name]) <= ATOL, name
+
+
+def test_uni_query_stream_parity():
+    """attn_type "uni" with target_mapping (a zero row included), segments and memory: the query
+    stream at the targets reads the causal relative positions (no perm_mask or padding, see
+    test_uni_parity)."""
+    torch.manual_seed(0)
+    ours = randomise(XLNetLMHeadModel(XLNetConfig(**SHAPE, attn_type="uni", same_length=True)))
+    hf = xlnet_to_hf(ours)
+    g = torch.Generator().manual_seed(3)
+    ids = torch.randint(5, V, (3, 20), generator=g)
+    first, second = ids[:, :12].contiguous(), ids[:, 12:].contiguous()
+    positions = torch.tensor([[0, 3, 7, 11], [2, 5, 6, 9], [1, 4, 8, 10]])
+    mapping = torch.zeros(3, 4, 12).scatter_(2, positions[..., None], 1.0)
+    mapping[2, 3] = 0  # a zero row: no target
+    labels = first.gather(1, positions).masked_fill(mapping.sum(-1) == 0, -100)
+    second_mapping = torch.zeros(3, 2, 8)
+    second_mapping[:, 0, 1] = second_mapping[:, 1, 6] = 1
+    token_type_ids = (torch.arange(8) >= 3).long().expand(3, 8)
+    with torch.no_grad():
+        a1 = ours(input_ids=first, target_mapping=mapping, labels=labels)
+        b1 = hf(input_ids=first, target_mapping=mapping, labels=labels, use_mems=True)
+        a2 = ours(input_ids=second, token_type_ids=token_type_ids, target_mapping=second_mapping, mems=a1.aux["mems"])
+        b2 = hf(input_ids=second, token_type_ids=token_type_ids, target_mapping=second_mapping, mems=b1.mems,
+                use_mems=True)
+    assert max(max_diff(a1.logits, b1.logits), max_diff(a1.loss, b1.loss), max_diff(a2.logits, b2.logits)) <= ATOL
+
+
 # ----------------------------------------------------------------------------- transformers -> ours
 
 

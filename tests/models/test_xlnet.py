@@ -172,6 +172,30 @@ def test_rel_shift_bi_gives_each_key_its_distance():
             torch.testing.assert_close(out[:, :, i, j], x[:, :, i, Q + j - i])
 
 
+def test_rel_gather_index_is_rel_shift_bi_at_the_query_positions():
+    """The query stream's shift (queries at target positions) reads what rel_shift_bi reads for
+    the content stream's queries at the same positions."""
+    B, H, Q, M = 2, 3, 6, 4
+    K = M + Q
+    x = torch.randn(B, H, Q, K + Q)
+    shifted = xlnet.rel_shift_bi(x, K)  # (B, H, Q, K)
+    positions = torch.tensor([[0, 2, 5], [1, 3, 4]])  # (B, P)
+    rows = x[torch.arange(B)[:, None], :, positions].transpose(1, 2)  # (B, H, P, R): the targets' rows
+    index = xlnet.rel_gather_index(positions, Q, K, K + Q)  # (B, P, K)
+    gathered = rows.gather(-1, index[:, None].expand(-1, H, -1, -1))
+    torch.testing.assert_close(gathered, shifted[torch.arange(B)[:, None], :, positions].transpose(1, 2))
+
+
+def test_target_mapping_must_be_one_hot_at_distinct_positions():
+    model = xlnet.XLNetLMHeadModel(tiny()).eval()
+    x = torch.randint(0, V, (1, 6))
+    for bad in ([[0.5, 0.5, 0, 0, 0, 0]], [[1, 0, 0, 0, 0, 0], [1, 0, 0, 0, 0, 0]], [[1, 1, 0, 0, 0, 0]]):
+        with pytest.raises(ValueError, match="one-hot"):
+            model(input_ids=x, target_mapping=torch.tensor([bad], dtype=torch.float))
+    ok = torch.tensor([[[0, 1, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0]]], dtype=torch.int8)  # a zero row is fine
+    assert model(input_ids=x, target_mapping=ok).logits.shape == (1, 2, V)
+
+
 def test_relative_segment_encoding_compares_segments():
     """Only same / different segment matters: renaming the segment ids changes nothing."""
     torch.manual_seed(0)

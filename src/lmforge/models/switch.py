@@ -18,17 +18,19 @@ Read top to bottom:
 3. ``Top1Router``: logits in float32 whatever the model dtype (bf16 routers diverge), with
    multiplicative jitter ``x * U(1 - eps, 1 + eps)`` on the ROUTER's copy of the input in
    training only (transformers multiplies the tensor that the experts then read, in place).
-4. ``Experts``: all experts' weights stacked, ``wi`` (E, D, F) and ``wo`` (E, F, D), run as
-   one batched matmul.
+4. ``Experts``: all experts' weights stacked, ``wi`` (E, D, F) and ``wo`` (E, F, D), applied
+   to tokens sorted by expert as grouped matmuls (``F.grouped_mm``: one call computes every
+   expert on its own contiguous rows, exactly the routed tokens, no padding).
 5. ``SwitchFeedForward``, the layer itself, loop-free over experts:
      - top-1 expert and its probability (the gate) per token;
-     - each token's position in its expert's buffer = how many earlier tokens of its group
+     - each token's position in its expert's queue = how many earlier tokens of its group
        chose the same expert (a cumulative sum over the one-hot choices: earlier tokens
        first, as in Mesh TF and transformers);
      - tokens at a position >= capacity are DROPPED: their output is 0, so the block's
        residual connection passes them through unchanged;
-     - the kept tokens are scattered into an (E, groups * capacity, D) buffer, the experts run
-       as a batched matmul, the outputs are gathered back and scaled by the gate;
+     - the kept tokens are sorted by expert (dropped ones sort last and are cut off), the
+       experts run as grouped matmuls over the sorted rows, and the outputs, scaled by the
+       gate, are copied back to the tokens' places (zeros for the dropped ones);
      - the load-balancing loss ``E * sum_i f_i * P_i`` (Switch eq. 4-6; ``f_i`` the fraction
        of the group's tokens whose top-1 choice is expert ``i``, before any dropping, ``P_i``
        the mean router probability of expert ``i``), per group and averaged over groups,
@@ -157,7 +159,13 @@ class Top1Router(nn.Module):
 
 
 class Experts(nn.Module):
-    """E feed-forward layers with stacked weights, applied to (E, N, D) -> (E, N, D) at once."""
+    """E feed-forward layers with stacked weights, applied to tokens sorted by expert:
+    (N, D) -> (N, D), expert ``e`` taking rows ``ends[e - 1]:ends[e]``.
+
+    ``F.grouped_mm`` multiplies each expert's contiguous rows by that expert's weights in one
+    call, so the work is exactly that of the routed tokens (a batched matmul over an
+    (E, capacity, D) buffer computes every empty capacity slot too: 25% more with the
+    training capacity factor 1.25) and the number of operators does not grow with E."""
 
     def __init__(self, config: SwitchConfig):
         super().__init__()
@@ -173,10 +181,13 @@ class Experts(nn.Module):
                     nn.init.normal_(w, 0.0, config.init_factor * D**-0.5)
             nn.init.normal_(self.wo, 0.0, config.init_factor * Fd**-0.5)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = torch.bmm(x, self.wi)  # (E, N, F)
-        h = gelu_tanh(h) * torch.bmm(x, self.wi_linear) if self.gated else F.relu(h)
-        return torch.bmm(self.dropout(h), self.wo)  # (E, N, D)
+    def forward(self, x: torch.Tensor, ends: torch.Tensor) -> torch.Tensor:
+        """``x`` (N, D) sorted by expert; ``ends`` (E,) int32, the cumulative token counts,
+        ``ends[-1] == N``. (torch 2.13's grouped_mm backward rejects an expanded gradient, such
+        as ``.sum()``'s, of its output; the layer multiplies the output by the gate first.)"""
+        h = F.grouped_mm(x, self.wi, offs=ends)  # (N, F)
+        h = gelu_tanh(h) * F.grouped_mm(x, self.wi_linear, offs=ends) if self.gated else F.relu(h)
+        return F.grouped_mm(self.dropout(h), self.wo, offs=ends)  # (N, D)
 
 
 @dataclass
@@ -211,22 +222,24 @@ class SwitchFeedForward(nn.Module):
         logits = self.router(x)  # (B, S, E) float32
         probs = logits.softmax(dim=-1)
         gate, expert = probs.max(dim=-1)  # (B, S) each
-        choice = F.one_hot(expert, E)  # (B, S, E)
-        # position in the expert's buffer: the number of earlier tokens of the group with the same expert
-        position = (choice.cumsum(dim=1) * choice).sum(dim=-1) - 1  # (B, S)
+        # one-hot choices by comparison (F.one_hot validates its input with host reads)
+        choice = expert.unsqueeze(-1) == torch.arange(E, device=x.device)  # (B, S, E) bool
+        # position in the expert's queue: the number of earlier tokens of the group with the same expert
+        position = choice.cumsum(dim=1).gather(-1, expert.unsqueeze(-1)).squeeze(-1) - 1  # (B, S)
         kept = position < C
 
-        # Flat slot of each token in a (B, E, C) buffer; dropped tokens all go to one spare
-        # slot at the end, which is never read back.
-        group = torch.arange(B, device=x.device)[:, None]
-        slot = torch.where(kept, (group * E + expert) * C + position, B * E * C).reshape(-1)  # (B*S,)
-        buffer = x.new_zeros(B * E * C + 1, D).index_add(0, slot, x.reshape(-1, D))
-        expert_in = buffer[:-1].view(B, E, C, D).transpose(0, 1).reshape(E, B * C, D)
-        expert_out = self.experts(expert_in)  # (E, B*C, D)
-        expert_out = expert_out.view(E, B, C, D).transpose(0, 1).reshape(B * E * C, D)
-        expert_out = torch.cat([expert_out, expert_out.new_zeros(1, D)])  # the spare slot reads 0
-        combine = (gate * kept).to(x.dtype).unsqueeze(-1)  # (B, S, 1): 0 for dropped tokens
-        y = expert_out.index_select(0, slot).view(B, S, D) * combine
+        # Dispatch: sort the tokens by expert, the dropped ones under a key E that sorts them
+        # last, so that each expert's tokens are contiguous rows (in token order: a stable
+        # sort) and the kept ones a prefix. The experts compute exactly those rows; their
+        # outputs, scaled by the gate, are copied back into place, and a dropped token's
+        # output stays 0.
+        key = torch.where(kept, expert, E).reshape(-1)  # (B*S,)
+        order = torch.argsort(key, stable=True)
+        ends = torch.bincount(key, minlength=E + 1)[:E].cumsum(0).to(torch.int32)  # (E,) expert e's last row + 1
+        index = order[: int(ends[-1])]  # the kept tokens (the one host read: how many rows there are)
+        expert_out = self.experts(x.reshape(-1, D).index_select(0, index), ends)  # (kept, D)
+        weight = gate.reshape(-1).index_select(0, index).to(x.dtype).unsqueeze(-1)  # (kept, 1)
+        y = x.new_zeros(B * S, D).index_copy(0, index, expert_out * weight).view(B, S, D)
 
         # Switch eq. 4-6 per group, averaged over groups; f counts choices before dropping
         fraction = choice.float().mean(dim=1)  # (B, E) f_i

@@ -243,7 +243,15 @@ class T5Attention(nn.Module):
                 if cache is not None:
                     cache[prefix + "k"], cache[prefix + "v"] = k, v
         p = self.dropout if self.training else 0.0
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=p, scale=1.0)  # (B, H, Q, d_kv)
+        if bias is not None and bias.requires_grad:
+            # Training the position bias: SDPA's fused kernels give no gradient for attn_mask, so
+            # it would fall back to its math path, which also multiplies q and k by sqrt(scale)
+            # and checks every row for -inf (_safe_softmax; our masks are finite). The same
+            # operations written out skip that work (about a quarter of the attention's time).
+            scores = torch.matmul(q, k.transpose(-1, -2)).add_(bias)  # (B, H, Q, K)
+            y = torch.matmul(F.dropout(scores.softmax(dim=-1), p, self.training), v)
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=p, scale=1.0)  # (B, H, Q, d_kv)
         return self.o(y.transpose(1, 2).reshape(B, Q, self.n_heads * self.d_kv))
 
 

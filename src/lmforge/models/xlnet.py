@@ -8,7 +8,8 @@ Read top to bottom:
    attention is bidirectional, so a key can be ahead of the query (negative distance), unlike
    Transformer-XL's ``klen-1 ... 0`` (transformer_xl.py, where ``sinusoid_embedding`` lives).
 3. ``rel_shift_bi``: XLNet's relative shift, which needs no zero pad because the positions run
-   one past the farthest key on both sides.
+   one past the farthest key on both sides; ``rel_gather_index``, the same shift for queries
+   at arbitrary positions (the query stream's targets); ``target_positions``.
 4. ``XLNetRelativeAttention``: ``score_ij = (q_i + r_w_bias)^T k_j  +  (q_i + r_r_bias)^T r_{i-j}
    + (q_i + r_s_bias)^T s_ij``: content, position (Transformer-XL's u and v) and the relative
    SEGMENT term: ``s_ij`` is ``seg_embed[0]`` when i and j are in the same segment and
@@ -19,6 +20,12 @@ Read top to bottom:
    - the query stream g starts from one learned ``mask_emb`` and attends to the content
      stream's keys and values under ``perm_mask``, which hides every target's own token from
      it: it knows WHERE it predicts (its position, through r) but not WHAT is there.
+
+   Both streams use the same keys, values and position keys, computed once per layer. The
+   query stream exists only at the P target positions: its state at a position feeds nothing
+   but the same position in the next layer, so the L - P others (which transformers computes
+   and then drops through ``target_mapping``) are never computed. Likewise, when the query
+   stream is the output, the last layer's content stream is only needed for its keys and values.
 
 5. ``XLNetModel``: the masks (perm_mask, padding, memory), the streams, the layers, memories.
 6. Heads: ``XLNetLMHeadModel`` (permutation LM) and ``XLNetForSequenceClassification``.
@@ -42,7 +49,9 @@ and cut to the last ``mem_len``. XLNet pretraining with memory needs segments th
 each other (as Transformer-XL's); the ``permutation`` objective yields independent pieces, so
 the presets have ``mem_len = 0`` (no memory), the released fine-tuning configuration.
 
-Shapes are batch-first throughout (the reference and transformers compute in (L, B, ...)).
+Shapes are batch-first (the reference and transformers compute in (L, B, ...)), except inside
+the attention, which is heads-first, (H, B, L, d), so that each product is one batched matmul
+and the position keys, the same for every row, multiply all B * L queries of a head at once.
 """
 
 from __future__ import annotations
@@ -152,22 +161,75 @@ def relative_positions(config: XLNetConfig, qlen: int, klen: int, batch_size: in
 
 
 def rel_shift_bi(x: torch.Tensor, klen: int) -> torch.Tensor:
-    """XLNet's relative shift: (B, H, Q, R) scores against distances ``klen ... klen - R + 1``
-    -> (B, H, Q, klen) scores against keys, ``out[i, j] = x[i, Q + j - i]`` (distance
-    ``mlen + i - j``). Re-reading the memory as (R, Q), dropping the first row and reading
-    back as (Q, R - 1) moves row i left by ``Q - i``; no entry wraps around because R covers
-    every distance a (query, key) pair can have, so unlike Transformer-XL's ``rel_shift`` no
-    zero column (and no garbage) is needed."""
-    B, H, Q, R = x.shape
-    x = x.reshape(B, H, R, Q)[:, :, 1:]  # (B, H, R - 1, Q)
-    return x.reshape(B, H, Q, R - 1)[..., :klen]  # (B, H, Q, klen)
+    """XLNet's relative shift: (..., Q, R) scores against distances ``klen ... klen - R + 1``
+    -> (..., Q, klen) scores against keys, ``out[i, j] = x[i, Q + j - i]`` (distance
+    ``mlen + i - j``). Row i of the result starts ``Q - i`` entries into row i of x, so reading
+    x's memory with a row stride of ``R - 1`` from offset Q is the whole shift (the reference
+    re-reads (Q, R) as (R, Q), drops a row and reads back: the same view). Nothing wraps into
+    the next row because R covers every distance a (query, key) pair can have, so unlike
+    Transformer-XL's ``rel_shift`` no zero column (and no garbage) is needed; with
+    attn_type "uni" (R = klen + 1) the entries that do wrap are the masked future keys."""
+    *lead, Q, R = x.shape
+    x = x.contiguous()
+    return x.as_strided((*lead, Q, klen), (*x.stride()[:-2], R - 1, 1), x.storage_offset() + Q)
+
+
+def rel_gather_index(positions: torch.Tensor, qlen: int, klen: int, rlen: int) -> torch.Tensor:
+    """``rel_shift_bi`` for queries at arbitrary positions (the query stream's targets): the
+    index (B, P, klen) such that ``x.gather(-1, index)`` maps (..., P, R) scores against
+    distances to (..., P, klen) scores against keys, ``out[p, j] = x[p, qlen + j - pos_p]``.
+    Clamped for attn_type "uni", whose R stops at distance 0 (the keys past it are masked)."""
+    keys = torch.arange(klen, device=positions.device)
+    return (qlen + keys - positions[..., None]).clamp_(max=rlen - 1)  # (B, P, K)
+
+
+def target_positions(target_mapping: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """target_mapping (B, P, L) -> the position each prediction row points at (B, P) and
+    whether the row is real (B, P) (zero rows pad the targets). transformers accepts any float
+    mapping and mixes queries with it; the query stream here runs at the P target positions
+    only, exact for what the objective builds: one-hot rows at distinct positions."""
+    tm = target_mapping.float()  # int8 from the feature converter
+    one_hot = ((tm == 0) | (tm == 1)).all() & (tm.sum(-1) <= 1).all() & (tm.sum(1) <= 1).all()
+    if not bool(one_hot):
+        raise ValueError("target_mapping rows must be one-hot (or all zero) at distinct positions")
+    return tm.argmax(-1), tm.sum(-1) > 0
 
 
 # ----------------------------------------------------------------------------- attention
 
 
+@dataclass
+class StreamMasks:
+    """What the layers share, built once per forward from the batch. Masks are bool, True =
+    blocked, None when nothing is; ``seg_*`` are 1.0 where query and key are in different
+    segments. The query stream's rows are its P target positions'."""
+
+    mask_h: torch.Tensor | None  # (B|1, L, K) content stream
+    seg_h: torch.Tensor | None  # (B, L, K)
+    mask_g: torch.Tensor | None = None  # (B|1, P, K) query stream
+    seg_g: torch.Tensor | None = None  # (B, P, K)
+    shift_g: torch.Tensor | None = None  # (B, P, K): rel_gather_index of the targets
+    real_g: torch.Tensor | None = None  # (B, P, 1): 0.0 on target_mapping's zero rows
+
+
+def mask_bias(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """A bool mask (True = blocked) as a score bias: 0 or half the dtype's lowest value (finite
+    after adding the other terms, so a fully blocked row is uniform, never NaN)."""
+    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(mask, torch.finfo(dtype).min / 2)
+
+
+def position_scores(q: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+    """q (H, B, Q, d) @ r (H, B|1, d, R) -> (H, B, Q, R). One position table for the batch
+    (no bi_data) makes it one (B * Q, d) @ (d, R) matmul per head."""
+    H, B, Q, d = q.shape
+    if r.size(1) == 1:
+        return torch.bmm(q.reshape(H, B * Q, d), r[:, 0]).view(H, B, Q, -1)
+    return q @ r
+
+
 class XLNetRelativeAttention(nn.Module):
-    """Relative attention shared by both streams; post-attention residual + LayerNorm."""
+    """Relative attention shared by both streams; post-attention residual + LayerNorm.
+    Computed heads first, (H, B, L, d), so that every product is one batched matmul."""
 
     def __init__(self, config: XLNetConfig):
         super().__init__()
@@ -190,52 +252,72 @@ class XLNetRelativeAttention(nn.Module):
         self.dropout = nn.Dropout(c.dropout)
         self.scale = 1.0 / math.sqrt(c.d_head)
 
-    def _heads(self, x: torch.Tensor) -> torch.Tensor:
+    def heads(self, x: torch.Tensor, *weights: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """x (B, L, D) through the weights side by side, one matmul -> one (H, B, L, d) each."""
         B, L, _ = x.shape
-        return x.view(B, L, self.n_heads, self.d_head).transpose(1, 2)  # (B, H, L, d)
+        y = F.linear(x, torch.cat(weights) if len(weights) > 1 else weights[0])  # (B, L, n * H * d)
+        return y.view(B, L, len(weights), self.n_heads, self.d_head).permute(2, 3, 0, 1, 4).contiguous().unbind(0)
 
-    def core(self, q, k, v, r, seg, mask, biases) -> torch.Tensor:
-        """q (B, H, Q, d); k, v (B, H, K, d); r (B|1, H, R, d); seg (B, Q, K) bool (True =
-        different segments) or None; mask (B|1, Q, K) bool (True = blocked) or None."""
-        r_w_bias, r_r_bias, r_s_bias = biases
+    def core(self, q, k, v, r, mask, seg, biases, gather_index=None) -> torch.Tensor:
+        """q (H, B, Q, d), already scaled by 1/sqrt(d); k, v (H, B, K, d); r (H, B|1, d, R);
+        mask (B|1, Q, K) bool or None; seg (B, Q, K) float or None; biases (H, 1, 1, d) each,
+        scaled as q; gather_index (B, Q, K) for queries at target positions, None for the
+        content stream (its queries are the segment's positions, shifted by rel_shift_bi)."""
+        r_w, r_r, r_s = biases
+        H, B, Q, d = q.shape
         K = k.size(2)
-        content = (q + r_w_bias[:, None]) @ k.transpose(-1, -2)  # (B, H, Q, K)
-        position = rel_shift_bi((q + r_r_bias[:, None]) @ r.transpose(-1, -2), K)  # (B, H, Q, K)
-        scores = content + position
-        if seg is not None:
-            # (q_i + b)^T seg_embed[s] for s = same / different, then pick per (i, j)
-            per_kind = torch.einsum("bhqd,shd->bhqs", q + r_s_bias[:, None], self.seg_embed)  # (B, H, Q, 2)
-            scores = scores + torch.where(seg[:, None], per_kind[..., 1:], per_kind[..., :1])
-        scores = scores * self.scale
+        # position term (q_i + v)^T r_{i-j}: against the R distances, then per key
+        position = position_scores(q + r_r, r)  # (H, B, Q, R)
+        if gather_index is None:
+            scores = rel_shift_bi(position, K)  # (H, B, Q, K)
+        else:
+            scores = position.gather(-1, gather_index.expand(H, -1, -1, -1))  # (H, B, Q, K)
         if mask is not None:
-            scores = scores.masked_fill(mask[:, None], torch.finfo(scores.dtype).min)
+            scores = scores + mask_bias(mask, scores.dtype)  # (B|1, Q, K), the same for every head
+        if seg is not None:
+            # segment term (q_i + b)^T s_ij, s_ij = seg_embed[0] (same segment) or seg_embed[1]:
+            # the seg_embed[0] part is the same for every key of row i, which the softmax
+            # cancels, so only (q_i + b)^T (seg_embed[1] - seg_embed[0]) on different-segment keys
+            diff = (self.seg_embed[1] - self.seg_embed[0])[:, None, :, None]  # (H, 1, d, 1)
+            scores = torch.addcmul(scores, seg, (q + r_s) @ diff)  # (B, Q, K) x (H, B, Q, 1)
+        # content term (q_i + u)^T k_j, added by the matmul itself
+        scores = torch.baddbmm(scores.reshape(H * B, Q, K), (q + r_w).view(H * B, Q, d),
+                               k.view(H * B, K, d).transpose(1, 2))  # (H * B, Q, K)
         probs = self.dropout(scores.softmax(dim=-1))
-        return probs @ v  # (B, H, Q, d)
+        return torch.bmm(probs, v.view(H * B, K, d)).view(H, B, Q, d)
 
     def post(self, x: torch.Tensor, vec: torch.Tensor) -> torch.Tensor:
-        B, H, L, d = vec.shape
-        y = self.o(vec.transpose(1, 2).reshape(B, L, H * d))
+        H, B, L, d = vec.shape
+        y = self.o(vec.permute(1, 2, 0, 3).reshape(B, L, H * d))  # (B, L, D)
         return self.norm(x + self.dropout(y))
 
-    def forward(self, h, g, mask_h, mask_g, pos_emb, seg, mem, target_mapping, shared_biases):
-        """h (B, Q, D) content stream; g (B, P, D) query stream or None; pos_emb (B|1, R, D);
-        mem (B, M, D) or None; target_mapping (B, P, Q) float or None."""
+    def forward(self, h, g, mem, pos_emb, masks: StreamMasks, shared_biases, need_h: bool = True):
+        """h (B, L, D) content stream; g (B, P, D) query stream at the target positions, or
+        None; mem (B, M, D) or None; pos_emb (B|1, R, D). need_h False (the last layer, when
+        the query stream is the output): h only gives the keys and values, and h_out is None."""
+        H, d = self.n_heads, self.d_head
         biases = (self.r_w_bias, self.r_r_bias, self.r_s_bias) if self.r_w_bias is not None else shared_biases
-        cat = h if mem is None else torch.cat([mem, h], dim=1)  # (B, K, D)
-        k, v = self._heads(self.k(cat)), self._heads(self.v(cat))  # (B, H, K, d)
-        r = self._heads(self.r(pos_emb))  # (B|1, H, R, d)
+        biases = tuple((b * self.scale)[:, None, None, :] for b in biases)  # (H, 1, 1, d) each
+        w_q = self.q.weight * self.scale  # 1/sqrt(d) folded into the queries: every score term is scaled
+        if mem is None and need_h:
+            q, k, v = self.heads(h, w_q, self.k.weight, self.v.weight)  # (H, B, L, d) each
+        else:
+            cat = h if mem is None else torch.cat([mem, h], dim=1)  # (B, K, D)
+            k, v = self.heads(cat, self.k.weight, self.v.weight)  # (H, B, K, d)
+            q = self.heads(h, w_q)[0] if need_h else None  # (H, B, L, d)
+        Br, R, _ = pos_emb.shape
+        r = self.r(pos_emb).view(Br, R, H, d).permute(2, 0, 3, 1)  # (H, B|1, d, R)
 
-        h_out = self.post(h, self.core(self._heads(self.q(h)), k, v, r, seg, mask_h, biases))
+        # content stream: every position, may see its own token
+        h_out = None
+        if need_h:
+            h_out = self.post(h, self.core(q, k, v, r, masks.mask_h, masks.seg_h, biases))  # (B, L, D)
         if g is None:
             return h_out, None
-        q_g = self._heads(self.q(g))  # (B, H, P, d)
-        if target_mapping is not None:
-            # place each prediction's query at its position, attend from there, gather back
-            q_g = torch.einsum("bhpd,bpl->bhld", q_g, target_mapping)  # (B, H, Q, d)
-            vec_g = torch.einsum("bhld,bpl->bhpd", self.core(q_g, k, v, r, seg, mask_g, biases), target_mapping)
-        else:
-            vec_g = self.core(q_g, k, v, r, seg, mask_g, biases)
-        return h_out, self.post(g, vec_g)
+        # query stream: the same keys and values, queried from the targets' positions
+        q_g = self.heads(g, w_q)[0]  # (H, B, P, d)
+        vec_g = self.core(q_g, k, v, r, masks.mask_g, masks.seg_g, biases, masks.shift_g)  # (H, B, P, d)
+        return h_out, self.post(g, vec_g * masks.real_g)  # zero rows attend to nothing, as in transformers
 
 
 class XLNetLayer(nn.Module):
@@ -244,9 +326,9 @@ class XLNetLayer(nn.Module):
         self.rel_attn = XLNetRelativeAttention(config)
         self.ff = PositionwiseFF(config.d_model, config.d_inner, config.act, config.dropout, config.eps)
 
-    def forward(self, h, g, mask_h, mask_g, pos_emb, seg, mem, target_mapping, shared_biases):
-        h, g = self.rel_attn(h, g, mask_h, mask_g, pos_emb, seg, mem, target_mapping, shared_biases)
-        return self.ff(h), (self.ff(g) if g is not None else None)  # one FF, both streams
+    def forward(self, h, g, mem, pos_emb, masks, shared_biases, need_h=True):
+        h, g = self.rel_attn(h, g, mem, pos_emb, masks, shared_biases, need_h)
+        return (self.ff(h) if h is not None else None), (self.ff(g) if g is not None else None)  # one FF, both streams
 
 
 # ----------------------------------------------------------------------------- model
@@ -272,39 +354,59 @@ class XLNetModel(nn.Module):
             self.r_r_bias = nn.Parameter(torch.zeros(c.n_heads, c.d_head))
             self.r_s_bias = nn.Parameter(torch.zeros(c.n_heads, c.d_head))
 
-    def masks(self, B: int, Q: int, M: int, attention_mask, perm_mask, device):
-        """(query-stream mask, content-stream mask), each (B|1, Q, K) bool, True = blocked, or
-        (None, None) when nothing is blocked."""
+    def blocked(self, rows: torch.Tensor, M: int, K: int, padding, perm_rows) -> torch.Tensor | None:
+        """Keys hidden from queries at positions ``rows`` (B|1, Q) of the segment: (B|1, Q, K)
+        bool, True = blocked, or None. padding (B, L) bool or None; perm_rows (B, Q, L) bool
+        (perm_mask's rows of those queries) or None. The memory is visible to every query."""
         c = self.config
-        K = M + Q
-        blocked = None
+        keys = torch.arange(K, device=rows.device)
+        out = None
         if c.attn_type == "uni":
-            ones = torch.ones(Q, K, dtype=torch.bool, device=device)
-            blocked = ones.triu(M + 1)
-            if c.same_length:  # also block keys j < i: every query sees M + 1 keys (the reference's mask_lo)
-                blocked = blocked | torch.cat([ones[:, :Q].tril(-1), ~ones[:, Q:]], dim=1)
-            blocked = blocked[None]
+            out = keys > M + rows[..., None]  # the future
+            if c.same_length:  # also keys j < i: every query sees M + 1 keys (the reference's mask_lo)
+                out = out | (keys < rows[..., None])
         data = None
-        if attention_mask is not None:  # padded keys, for every query
-            data = (attention_mask == 0)[:, None, :].expand(B, Q, Q)
-        if perm_mask is not None:
-            perm = perm_mask > 0
-            data = perm if data is None else data | perm
+        if padding is not None:
+            data = padding[:, None, :]  # (B, 1, L)
+        if perm_rows is not None:
+            data = perm_rows if data is None else data | perm_rows
         if data is not None:
-            data = torch.cat([data.new_zeros(B, Q, M), data], dim=2)  # the memory is visible
-            blocked = data if blocked is None else blocked | data
-        if blocked is None:
-            return None, None
-        own = torch.eye(Q, dtype=torch.bool, device=device)
-        own = torch.cat([own.new_zeros(Q, M), own], dim=1)  # (Q, K): query i's own key M + i
-        return blocked, blocked & ~own  # the content stream always sees its own token
+            if M:
+                data = torch.cat([data.new_zeros(*data.shape[:2], M), data], dim=2)  # (B, Q|1, K)
+            out = data if out is None else out | data
+        return out
+
+    def stream_masks(self, B: int, L: int, M: int, attention_mask, perm_mask, token_type_ids, positions, real,
+                     rlen: int, dtype: torch.dtype, device) -> StreamMasks:
+        """The masks and segment matrices of both streams (the query stream's when positions,
+        (B, P), is given). Query stream: blocked(i, j) = perm_mask[i, j] or j is padding (or
+        j > i with "uni"); content stream: the same with its own token allowed."""
+        padding = (attention_mask == 0) if attention_mask is not None else None  # (B, L)
+        perm = (perm_mask > 0) if perm_mask is not None else None  # (B, L, L)
+        rows = torch.arange(L, device=device)[None]  # (1, L)
+        mask_h = self.blocked(rows, M, M + L, padding, perm)
+        if mask_h is not None:  # a token always sees itself
+            mask_h = mask_h & (torch.arange(M + L, device=device) != M + rows[..., None])
+        seg_h = seg_g = None
+        if token_type_ids is not None:  # 1 where i and j are in different segments; memory counts as segment 0
+            cat_ids = torch.cat([token_type_ids.new_zeros(B, M), token_type_ids], dim=1)[:, None, :]  # (B, 1, K)
+            seg_h = (token_type_ids[:, :, None] != cat_ids).to(dtype)  # (B, L, K)
+        if positions is None:
+            return StreamMasks(mask_h, seg_h)
+        P = positions.size(1)
+        perm_g = perm.gather(1, positions[..., None].expand(B, P, L)) if perm is not None else None  # (B, P, L)
+        mask_g = self.blocked(positions, M, M + L, padding, perm_g)
+        if token_type_ids is not None:
+            seg_g = (token_type_ids.gather(1, positions)[:, :, None] != cat_ids).to(dtype)  # (B, P, K)
+        return StreamMasks(mask_h, seg_h, mask_g, seg_g, rel_gather_index(positions, L, M + L, rlen),
+                           real[..., None].to(dtype))
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 token_type_ids: torch.Tensor | None = None, perm_mask: torch.Tensor | None = None,
                 target_mapping: torch.Tensor | None = None, mems: list[torch.Tensor] | None = None,
                 ) -> tuple[torch.Tensor, list[torch.Tensor] | None]:
         c = self.config
-        B, Q = input_ids.shape
+        B, L = input_ids.shape
         if mems is not None and len(mems) == 0:
             mems = None
         if mems is not None and len(mems) != c.n_layers:
@@ -312,20 +414,15 @@ class XLNetModel(nn.Module):
         M = mems[0].size(1) if mems is not None else 0
         device = input_ids.device
 
-        mask_g, mask_h = self.masks(B, Q, M, attention_mask, perm_mask, device)
-        h = self.dropout(self.word_embedding(input_ids))  # (B, Q, D)
+        h = self.dropout(self.word_embedding(input_ids))  # (B, L, D) content stream
         dtype = h.dtype
-        g = None
-        if target_mapping is not None:
-            target_mapping = target_mapping.to(dtype)  # ints from the feature converter
-            g = self.dropout(self.mask_emb.to(dtype).expand(B, target_mapping.size(1), -1))  # (B, P, D)
-
-        seg = None
-        if token_type_ids is not None:  # True where i and j are in different segments; memory counts as segment 0
-            cat_ids = torch.cat([token_type_ids.new_zeros(B, M), token_type_ids], dim=1)  # (B, K)
-            seg = token_type_ids[:, :, None] != cat_ids[:, None, :]  # (B, Q, K)
-
-        pos_emb = self.dropout(relative_positions(c, Q, M + Q, B, device).to(dtype))  # (B|1, R, D)
+        pos_emb = self.dropout(relative_positions(c, L, M + L, B, device).to(dtype))  # (B|1, R, D)
+        g = positions = real = None
+        if target_mapping is not None:  # the query stream, only at the P targets' positions
+            positions, real = target_positions(target_mapping)  # (B, P)
+            g = self.dropout(self.mask_emb.to(dtype).expand(B, positions.size(1), -1))  # (B, P, D)
+        masks = self.stream_masks(B, L, M, attention_mask, perm_mask, token_type_ids, positions, real,
+                                  pos_emb.size(1), dtype, device)
         shared = (self.r_w_bias, self.r_r_bias, self.r_s_bias)
 
         new_mems = [] if c.mem_len > 0 else None
@@ -333,7 +430,9 @@ class XLNetModel(nn.Module):
             mem = None if mems is None else mems[i].to(dtype)
             if new_mems is not None:
                 new_mems.append(self.cache(h, mem))
-            h, g = layer(h, g, mask_h, mask_g, pos_emb, seg, mem, target_mapping, shared)
+            # with the query stream as the output, the last layer's content stream feeds nothing
+            need_h = g is None or i < c.n_layers - 1
+            h, g = layer(h, g, mem, pos_emb, masks, shared, need_h)
         return self.dropout(g if g is not None else h), new_mems
 
     def cache(self, h: torch.Tensor, mem: torch.Tensor | None) -> torch.Tensor:
