@@ -93,6 +93,33 @@ def test_converted_from_transformers_gives_the_same_outputs(variant, head):
         assert max(diffs.values()) <= ATOL, diffs
 
 
+# (ours, transformers) parameter names whose gradients the test below compares: both position
+# biases, and attention projections of every kind (encoder, decoder self-, cross-attention)
+GRAD_PAIRS = [("encoder.relative_bias.weight", "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"),
+              ("decoder.relative_bias.weight", "decoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"),
+              ("encoder.layers.1.self_attn.q.weight", "encoder.block.1.layer.0.SelfAttention.q.weight"),
+              ("encoder.layers.0.self_attn.k.weight", "encoder.block.0.layer.0.SelfAttention.k.weight"),
+              ("decoder.layers.2.self_attn.v.weight", "decoder.block.2.layer.0.SelfAttention.v.weight"),
+              ("decoder.layers.1.cross_attn.q.weight", "decoder.block.1.layer.1.EncDecAttention.q.weight"),
+              ("decoder.layers.0.cross_attn.o.weight", "decoder.block.0.layer.1.EncDecAttention.o.weight")]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_gradients_equal_transformers(variant):
+    """With gradients on, the position bias needs one, and attention takes its written-out path
+    (SDPA has no fused kernel for that): the loss and the gradients equal transformers'."""
+    hf = make_hf(variant, "ForConditionalGeneration")
+    ours = t5_from_hf(hf)
+    inputs = make_inputs("ForConditionalGeneration")
+    mine, theirs = ours(**inputs).loss, hf(**inputs).loss
+    mine.backward()
+    theirs.backward()
+    assert abs(mine.item() - theirs.item()) <= ATOL
+    ours_params, hf_params = dict(ours.named_parameters()), dict(hf.named_parameters())
+    for a, b in GRAD_PAIRS:
+        torch.testing.assert_close(ours_params[a].grad, hf_params[b].grad, atol=ATOL, rtol=1e-4, msg=a)
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_ours_to_transformers_from_a_fresh_model(variant):
     torch.manual_seed(0)
