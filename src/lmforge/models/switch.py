@@ -230,13 +230,15 @@ class SwitchFeedForward(nn.Module):
 
         # Dispatch: sort the tokens by expert, the dropped ones under a key E that sorts them
         # last, so that each expert's tokens are contiguous rows (in token order: a stable
-        # sort) and the kept ones a prefix. The experts compute exactly those rows; their
-        # outputs, scaled by the gate, are copied back into place, and a dropped token's
-        # output stays 0.
+        # sort) and the kept ones a prefix. The experts compute exactly those rows (neither
+        # empty capacity slots nor dropped tokens); their outputs, scaled by the gate, are
+        # copied back into place, and a dropped token's output stays 0.
         key = torch.where(kept, expert, E).reshape(-1)  # (B*S,)
         order = torch.argsort(key, stable=True)
         ends = torch.bincount(key, minlength=E + 1)[:E].cumsum(0).to(torch.int32)  # (E,) expert e's last row + 1
-        index = order[: int(ends[-1])]  # the kept tokens (the one host read: how many rows there are)
+        # The kept tokens. The number of rows is the one host read (a sync on a GPU, where
+        # grouped_mm's fallback for non-bf16 inputs reads the offsets on the host anyway).
+        index = order[: int(ends[-1])]
         expert_out = self.experts(x.reshape(-1, D).index_select(0, index), ends)  # (kept, D)
         weight = gate.reshape(-1).index_select(0, index).to(x.dtype).unsqueeze(-1)  # (kept, 1)
         y = x.new_zeros(B * S, D).index_copy(0, index, expert_out * weight).view(B, S, D)
