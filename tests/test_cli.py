@@ -70,6 +70,7 @@ def test_run_executes_every_stage_end_to_end(tmp_path):
         f"clean: {{inputs: [{src}], workers: 1}}\n"
         "tokenizer: {bpe: {vocab_size: 500}, wordpiece: {vocab_size: 400}, unigram: {vocab_size: 300, sentinels: 10}, char: {word_vocab_size: 200}}\n"
         "dataset: {span_corruption: {input_length: 128}, segments: {batch_size: 4}, statistics_examples: 50}\n"
+        "train: {architectures: []}\n"  # the data stages only; tests/training runs the training stages
     )
     res = subprocess.run([sys.executable, "-m", "lmforge.cli", "run"], cwd=tmp_path, capture_output=True, text=True)
     assert res.returncode == 0, res.stderr

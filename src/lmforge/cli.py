@@ -136,16 +136,111 @@ def format_dataset_summary(summary: dict) -> str:
     return "\n".join(lines)
 
 
+_ARCH = click.Choice(["gpt", "bert", "albert", "ernie", "elmo", "transformer_xl", "xlnet", "bart", "t5", "switch"])
+
+
+def _training_errors() -> tuple[type[Exception], ...]:
+    from .finetuning.features import FeatureError
+    from .finetuning.tasks import TaskError
+    from .objectives.base import ObjectiveError
+    from .tokenization.store import StoreError
+    from .training.module import NonFiniteLossError
+
+    return (*_ERRORS, StoreError, ObjectiveError, TaskError, FeatureError, NonFiniteLossError)
+
+
+@main.command()
+@click.argument("architectures", nargs=-1, type=_ARCH)
+@click.option("--params", "params_path", default="params.yaml", show_default=True, help="Parameters file.")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a parameter, e.g. train.max_steps=20.")
+def pretrain(architectures, params_path, overrides) -> None:
+    """Pretrain architectures (default: train.architectures) on their objectives, as pipelines/<arch>.yaml says.
+
+    Checkpoints go to <train.output>/<arch>/pretrain/checkpoints; the same command after an
+    interruption resumes from last.ckpt. For many GPUs launch one process per device:
+    torchrun --nproc_per_node N -m lmforge.cli pretrain ARCH --set train.devices=N
+    """
+    from .training.pretrain import run_pretrain
+
+    params = _params(params_path, list(overrides))
+    try:
+        for arch in architectures or params.train.architectures:
+            run_pretrain(params, arch, log=lambda m: click.echo(m, err=True))
+    except _training_errors() as exc:
+        _fail(str(exc))
+
+
+@main.command()
+@click.argument("architectures", nargs=-1, type=_ARCH)
+@click.option("--task", "tasks", multiple=True, help="docstring_kind (default), a folder of train/validation/test CSV or JSONL, or hf:NAME[/CONFIG].")
+@click.option("--params", "params_path", default="params.yaml", show_default=True, help="Parameters file.")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a parameter.")
+def finetune(architectures, tasks, params_path, overrides) -> None:
+    """Fine-tune pretrained architectures on downstream tasks (default: finetune.tasks).
+
+    Classification heads for the encoders, GPT, Transformer-XL, XLNet and ELMo; text-to-text
+    for T5, BART and Switch. Writes <train.output>/<arch>/<task>/ (model, history, metrics).
+    """
+    from .training.finetune import run_finetune
+
+    params = _params(params_path, list(overrides))
+    try:
+        for arch in architectures or params.train.architectures:
+            for task in tasks or params.finetune.tasks:
+                run_finetune(params, arch, task, log=lambda m: click.echo(m, err=True))
+    except _training_errors() as exc:
+        _fail(str(exc))
+
+
+@main.command()
+@click.argument("architectures", nargs=-1, type=_ARCH)
+@click.option("--params", "params_path", default="params.yaml", show_default=True, help="Parameters file.")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a parameter.")
+def evaluate(architectures, params_path, overrides) -> None:
+    """Collect each architecture's intrinsic and downstream results, log them, and move the
+    registry's champion alias only where the new model is better."""
+    from .evaluation.evaluate import run_evaluate
+
+    params = _params(params_path, list(overrides))
+    try:
+        run_evaluate(params, list(architectures) or None, log=lambda m: click.echo(m, err=True))
+    except _training_errors() as exc:
+        _fail(str(exc))
+
+
+@main.command()
+@click.option("--params", "params_path", default="params.yaml", show_default=True, help="Parameters file.")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a parameter.")
+def report(params_path, overrides) -> None:
+    """Write the leaderboard (CSV, Markdown, metrics.json) and charts (loss curves, bits per
+    byte, downstream accuracy) to evaluate.output, and print the table."""
+    from .evaluation.report import format_leaderboard, load_evaluations, write_report
+
+    params = _params(params_path, list(overrides))
+    try:
+        evaluations = load_evaluations(f"{params.evaluate.output}/evaluation", order=params.train.architectures)
+        result = write_report(evaluations, params.evaluate.output)
+    except _training_errors() as exc:
+        _fail(str(exc))
+        return
+    click.echo(format_leaderboard(result["leaderboard"]))
+
+
 @main.command()
 @click.option("--params", "params_path", default="params.yaml", show_default=True, help="Parameters file.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a parameter.")
 def run(params_path, overrides) -> None:
-    """Run the whole pipeline as params.yaml configures it (built so far: clean, tokenizer, tokenize, dataset)."""
+    """Run the whole pipeline as params.yaml configures it: clean, tokenizer, tokenize, dataset,
+    pretrain and finetune every architecture, evaluate, report. Stages whose inputs and settings
+    are unchanged say "up to date"; an interrupted training stage resumes from its checkpoint."""
     from .cleaning.stage import run_clean
-    from .objectives.base import ObjectiveError
+    from .evaluation.evaluate import run_evaluate
+    from .evaluation.report import format_leaderboard, load_evaluations, write_report
     from .objectives.dataset import build_dataset
-    from .tokenization.store import StoreError, TokenStore, build_store
+    from .tokenization.store import TokenStore, build_store
     from .tokenization.train import run_tokenizers
+    from .training.finetune import run_finetune
+    from .training.pretrain import run_pretrain
 
     params = _params(params_path, list(overrides))
     log = lambda m: click.echo(m, err=True)  # noqa: E731
@@ -158,7 +253,15 @@ def run(params_path, overrides) -> None:
             click.echo(TokenStore(f"{params.tokenize.output}/{kind}").summary())
         for name in params.dataset.objectives:
             click.echo(format_dataset_summary(build_dataset(params, name, log=log)))
-    except (*_ERRORS, StoreError, ObjectiveError) as exc:
+        for arch in params.train.architectures:
+            run_pretrain(params, arch, log=log)
+            for task in params.finetune.tasks:
+                run_finetune(params, arch, task, log=log)
+        if params.train.architectures:
+            run_evaluate(params, log=log)
+            evaluations = load_evaluations(f"{params.evaluate.output}/evaluation", order=params.train.architectures)
+            click.echo(format_leaderboard(write_report(evaluations, params.evaluate.output)["leaderboard"]))
+    except _training_errors() as exc:
         _fail(str(exc))
 
 

@@ -270,15 +270,17 @@ class DatasetConfig(_Strict):
     mode: Literal["dynamic", "static"] = Field("dynamic", description="dynamic: masks re-drawn each epoch; static: epoch 0 written to disk")
     seed: int = Field(0, ge=0)
     statistics_examples: int = Field(2000, ge=1, description="dynamic mode: examples measured for stats.json")
-    clm: _objective_config("clm") = _objective_config("clm")()
+    # Sequence lengths are the embedded default's (CPU-sized, 128 positions); each objective's
+    # own Config carries the paper's value (512 for GPT, T5, BART, XLNet) for a GPU recipe.
+    clm: _objective_config("clm") = _objective_config("clm")(block_size=128)
     mlm: _objective_config("mlm") = _objective_config("mlm")()
     mlm_nsp: _objective_config("mlm_nsp") = _objective_config("mlm_nsp")()
     mlm_sop: _objective_config("mlm_sop") = _objective_config("mlm_sop")()
     knowledge_mlm: _objective_config("knowledge_mlm") = _objective_config("knowledge_mlm")()
-    span_corruption: _objective_config("span_corruption") = _objective_config("span_corruption")()
-    denoising: _objective_config("denoising") = _objective_config("denoising")()
-    permutation: _objective_config("permutation") = _objective_config("permutation")()
-    segments: _objective_config("segments") = _objective_config("segments")()
+    span_corruption: _objective_config("span_corruption") = _objective_config("span_corruption")(input_length=128)
+    denoising: _objective_config("denoising") = _objective_config("denoising")(max_length=128)
+    permutation: _objective_config("permutation") = _objective_config("permutation")(max_length=128)
+    segments: _objective_config("segments") = _objective_config("segments")(segment_length=64, batch_size=16)
     bilm: _objective_config("bilm") = _objective_config("bilm")()
 
     @field_validator("objectives")
@@ -292,6 +294,65 @@ class DatasetConfig(_Strict):
         return value
 
 
+# ----------------------------------------------------------------------------- training
+
+ARCHITECTURE_NAMES = ["gpt", "bert", "albert", "ernie", "elmo", "transformer_xl", "xlnet", "bart", "t5", "switch"]
+
+
+class TrainConfig(_Strict):
+    """Pretraining and fine-tuning: which recipes run, and the Lightning Trainer settings that
+    are the machine's rather than the recipe's (accelerator, devices, precision, ...)."""
+
+    output: str = Field("models", description="checkpoints and trained models: <output>/<arch>/pretrain, <output>/<arch>/<task>")
+    recipes: str = Field("pipelines", description="folder of per-architecture recipes (<arch>.yaml)")
+    architectures: list[str] = Field(ARCHITECTURE_NAMES, description="what `lmforge run` trains")
+    size: str = Field("tiny", description="which size of each recipe to run (tiny: CPU; base: GPU)")
+    accelerator: Literal["auto", "cpu", "gpu", "cuda", "mps"] = "auto"
+    devices: int | Literal["auto"] = Field(1, description="devices per node; >1 needs torchrun (or srun), see README")
+    num_nodes: int = Field(1, ge=1)
+    strategy: Literal["auto", "ddp", "fsdp", "ddp_find_unused_parameters_true"] = "auto"
+    precision: str | None = Field(None, description="null: bf16-mixed on a GPU that supports it, 32-true on CPU")
+    compile: bool = Field(False, description="torch.compile the model")
+    seed: int = Field(0, ge=0)
+    num_workers: int = Field(0, ge=0, description="DataLoader worker processes")
+    max_steps: int | None = Field(None, ge=1, description="override every recipe's pretraining steps (quick experiments)")
+    finetune_max_steps: int | None = Field(None, ge=1, description="override every recipe's fine-tuning steps")
+    checkpoint_every: int = Field(50, ge=1, description="optimizer steps between checkpoints (last.ckpt)")
+    log_every: int = Field(5, ge=1, description="optimizer steps between logged training metrics")
+    threads: int | None = Field(None, ge=1, description="torch intra-op threads on CPU (null: torch's default)")
+
+    @field_validator("architectures")
+    @classmethod
+    def _known(cls, value: list[str]) -> list[str]:
+        unknown = [v for v in value if v not in ARCHITECTURE_NAMES]
+        if unknown:
+            raise ValueError(f"unknown architecture(s) {unknown}; known: {ARCHITECTURE_NAMES}")
+        return value
+
+
+class FinetuneConfig(_Strict):
+    """Downstream tasks: the default is built from the embedded corpus (finetuning/tasks.py)."""
+
+    tasks: list[str] = Field(["docstring_kind"], description="task names, local folders, or hf:NAME[/CONFIG]")
+    max_length: int = Field(128, ge=8, description="tokens per fine-tuning input")
+    max_train_examples: int | None = Field(4000, ge=1, description="cap on training examples per task (seeded sample)")
+
+
+class EvaluateConfig(_Strict):
+    output: str = Field("data/report", description="leaderboard, charts, per-architecture metrics")
+    validation_batches: int | None = Field(None, ge=1, description="cap on validation batches (null: the whole split)")
+
+
+class TrackingConfig(_Strict):
+    """MLflow. ``uri: null`` is the embedded default, sqlite:///<project>/mlflow.db."""
+
+    enabled: bool = True
+    uri: str | None = None
+    experiment: str = "lmforge"
+    register_models: bool = Field(True, description="register trained models (lmforge-<arch>, lmforge-<arch>-<task>)")
+    promotion_metric: str = Field("accuracy", description="fine-tuning metric the champion alias is gated on")
+
+
 class Params(_Strict):
     """The root of ``params.yaml``."""
 
@@ -300,6 +361,10 @@ class Params(_Strict):
     tokenizer: TokenizerConfig = TokenizerConfig()
     tokenize: TokenizeConfig = TokenizeConfig()
     dataset: DatasetConfig = DatasetConfig()
+    train: TrainConfig = TrainConfig()
+    finetune: FinetuneConfig = FinetuneConfig()
+    evaluate: EvaluateConfig = EvaluateConfig()
+    tracking: TrackingConfig = TrackingConfig()
 
 
 # ----------------------------------------------------------------------------- loading

@@ -78,15 +78,16 @@ def _module_name(root: Path, path: Path) -> str:
     return ".".join(parts)
 
 
-def _documents_in(tree: ast.Module, module: str) -> Iterator[tuple[str, str]]:
+def _documents_in(tree: ast.Module, module: str) -> Iterator[tuple[str, str, str]]:
+    """(id, text, what the docstring documents: ``module``, ``class`` or ``function``)."""
     doc = ast.get_docstring(tree)
     if doc:
-        yield f"stdlib:{module}", reflow(doc)
+        yield f"stdlib:{module}", reflow(doc), "module"
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not node.name.startswith("_"):
             doc = ast.get_docstring(node)
             if doc:
-                yield f"stdlib:{module}:{node.name}", reflow(doc)
+                yield f"stdlib:{module}:{node.name}", reflow(doc), "function"
         elif isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
             parts = []
             doc = ast.get_docstring(node)
@@ -98,7 +99,7 @@ def _documents_in(tree: ast.Module, module: str) -> Iterator[tuple[str, str]]:
                     if child_doc:
                         parts.append(reflow(child_doc))
             if parts:
-                yield f"stdlib:{module}:{node.name}", "\n".join(parts)
+                yield f"stdlib:{module}:{node.name}", "\n".join(parts), "class"
 
 
 def python_files(root: Path) -> list[Path]:
@@ -128,7 +129,8 @@ def stdlib_documents(include_site_packages: bool = False) -> Iterator[Document]:
                 # The installation's own files: a few are deliberately invalid (lib2to3 data).
                 continue
             module = _module_name(root, path)
-            for doc_id, text in _documents_in(tree, module):
+            for doc_id, text, documents in _documents_in(tree, module):
                 if kind != "stdlib":
                     doc_id = doc_id.replace("stdlib:", "site-packages:", 1)
-                yield Document(id=doc_id, text=text, source=kind, metadata={"module": module})
+                # "docstring_of" is the label of the default fine-tuning task (finetuning/tasks.py)
+                yield Document(id=doc_id, text=text, source=kind, metadata={"module": module, "docstring_of": documents})

@@ -1,0 +1,123 @@
+"""One LightningModule for every (architecture, objective) pair and for fine-tuning.
+
+The model is any ``lmforge.models`` module: it takes the batch dict as keyword arguments and
+returns ``.loss`` (already including what the family adds: NSP/SOP, Switch's load-balancing and
+router z-loss, GPT-1's auxiliary LM in fine-tuning) and ``.aux``; every scalar ``*_loss`` in
+``aux`` is logged on its own. Models that return memories (Transformer-XL) get them back on the
+next step; the memories are detached by the model and carried in the checkpoint, so a resumed
+run continues with the same context.
+"""
+
+from __future__ import annotations
+
+import math
+
+import lightning.pytorch as pl
+import torch
+from torch import nn
+
+from .recipes import OptimConfig
+
+
+class NonFiniteLossError(RuntimeError):
+    """The loss became NaN or infinite: the run stops, naming the step."""
+
+
+def lr_lambda(optim: OptimConfig):
+    """Multiplier of the peak learning rate at optimizer step ``step`` (0-based)."""
+    warmup, total, floor = optim.warmup_steps, optim.max_steps, optim.min_lr_ratio
+
+    def factor(step: int) -> float:
+        if warmup and step < warmup:
+            return (step + 1) / warmup
+        if optim.schedule == "constant":
+            return 1.0
+        progress = min(1.0, (step - warmup) / max(1, total - warmup))
+        if optim.schedule == "linear":
+            return floor + (1.0 - floor) * (1.0 - progress)
+        return floor + (1.0 - floor) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+    return factor
+
+
+def _decay_groups(model: nn.Module, weight_decay: float) -> list[dict]:
+    """Weight decay on matrices only (not on biases, norms' gains or scalar mixes), as BERT and GPT did."""
+    decay, no_decay = [], []
+    for _, p in model.named_parameters():
+        if p.requires_grad:
+            (decay if p.ndim >= 2 else no_decay).append(p)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+class LMForgeModule(pl.LightningModule):
+    """Trains ``model`` on batches of an objective (or a fine-tuning task)."""
+
+    def __init__(self, model: nn.Module, optim: OptimConfig, *, carry_memory: bool = False, compile: bool = False):
+        super().__init__()
+        self.model = model
+        self.optim = optim
+        self.carry_memory = carry_memory
+        self.micro_steps_done = 0  # micro-batches consumed: where the data stream resumes
+        self.mems: list[torch.Tensor] | None = None
+        self.val_mems: list[torch.Tensor] | None = None
+        self._forward = torch.compile(model) if compile else model
+
+    def forward(self, **batch):
+        return self._forward(**batch)
+
+    def _step(self, batch: dict[str, torch.Tensor], mems: list[torch.Tensor] | None):
+        if self.carry_memory and mems is not None and mems[0].shape[0] == batch["input_ids"].shape[0]:
+            batch = {**batch, "mems": mems}
+        out = self(**batch)
+        new_mems = out.aux.get("mems") if self.carry_memory else None
+        return out, new_mems
+
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        self.micro_steps_done += 1
+        out, self.mems = self._step(batch, self.mems)
+        loss = out.loss
+        if not torch.isfinite(loss.detach()).all():
+            raise NonFiniteLossError(
+                f"the training loss is {loss.item()} at step {self.global_step} (micro-batch {self.micro_steps_done}); "
+                "stopping. Lower the learning rate, enable gradient clipping, or check the data.")
+        size = next(iter(batch.values())).shape[0]
+        self.log("train/loss", loss.detach(), prog_bar=True, batch_size=size)
+        for name, value in out.aux.items():
+            if name.endswith("_loss") and torch.is_tensor(value) and value.ndim == 0:
+                self.log(f"train/{name}", value.detach(), batch_size=size)
+        return loss
+
+    def on_validation_epoch_start(self) -> None:
+        self.val_mems = None
+
+    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        out, self.val_mems = self._step(batch, self.val_mems)
+        size = next(iter(batch.values())).shape[0]
+        if out.loss is not None:
+            self.log("val/loss", out.loss, prog_bar=True, batch_size=size, sync_dist=True)
+        for name, value in out.aux.items():
+            if name.endswith("_loss") and torch.is_tensor(value) and value.ndim == 0:
+                self.log(f"val/{name}", value, batch_size=size, sync_dist=True)
+
+    def configure_optimizers(self):
+        o = self.optim
+        fused = torch.cuda.is_available() and self.device.type == "cuda"
+        optimizer = torch.optim.AdamW(_decay_groups(self.model, o.weight_decay), lr=o.learning_rate, betas=o.betas,
+                                      eps=o.eps, fused=fused or None)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(o))
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint["lmforge"] = {
+            "micro_steps_done": self.micro_steps_done,
+            "torch_rng": torch.get_rng_state(),
+            "mems": [m.detach().cpu() for m in self.mems] if self.mems is not None else None,
+        }
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        state = checkpoint.get("lmforge") or {}
+        self.micro_steps_done = int(state.get("micro_steps_done", 0))
+        if state.get("torch_rng") is not None:
+            torch.set_rng_state(state["torch_rng"])
+        mems = state.get("mems")
+        self.mems = [m.to(self.device) for m in mems] if mems is not None else None

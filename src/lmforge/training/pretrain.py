@@ -1,0 +1,211 @@
+"""``lmforge pretrain <arch>``: pretrain one architecture on its objective, as its recipe says.
+
+Writes ``<train.output>/<arch>/pretrain/``: ``checkpoints/`` (``last.ckpt``, ``best.ckpt``; a
+re-run with the same settings resumes from ``last.ckpt``, data position included), ``model/``
+(safetensors weights + the config to rebuild it + the tokenizer), ``history.csv`` (loss per
+step), ``loss.png`` and ``metrics.json`` (the intrinsic evaluation of ``evaluation/intrinsic.py``
+on the validation split, with the first and last training losses). One MLflow run per execution;
+the model is registered as ``lmforge-<arch>`` with the alias ``candidate``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+
+from ..config import ConfigError, Params
+from ..evaluation.intrinsic import evaluate_lm, target_counts, tokenizer_bytes_per_token
+from ..models.registry import PRESET_ARCHITECTURE, build_model, preset_config
+from ..objectives.base import Vocab
+from ..objectives.dataset import open_objective
+from ..objectives.registry import OBJECTIVE_TOKENIZER
+from .data import ObjectiveDataModule
+from .module import LMForgeModule
+from .recipes import Recipe, load_recipe, size_recipe
+from .run import History, build_trainer, fingerprint, is_rank_zero, prepare_checkpoints, world_size, write_json
+
+
+def tokenizer_overrides(preset: str, vocab: Vocab) -> dict[str, Any]:
+    """Config values that come from the trained tokenizer: the vocabulary size and special ids."""
+    config = preset_config(preset)
+    names = {f.name for f in fields(config)}
+    out: dict[str, Any] = {"vocab_size": vocab.size}
+    for field, role in (("pad_id", "pad"), ("bos_id", "bos"), ("eos_id", "eos")):
+        if field in names and getattr(vocab, role) is not None:
+            out[field] = getattr(vocab, role)
+    if "decoder_start_id" in names:  # BART starts decoding from eos, T5 (and Switch) from pad
+        out["decoder_start_id"] = vocab.eos if PRESET_ARCHITECTURE[preset] == "bart" else vocab.pad
+    return out
+
+
+def batch_size_for(params: Params, recipe: Recipe, per_device: int, ordered: bool) -> int:
+    """Examples per device per micro-batch. For ordered streams (Transformer-XL's segments) the
+    dataset's rows are the global batch and are split across devices."""
+    if not ordered:
+        return per_device
+    rows = getattr(params.dataset, recipe.objective).batch_size
+    world = world_size()
+    if rows % world:
+        raise ConfigError(f"dataset.{recipe.objective}.batch_size ({rows}) must be divisible by the number of processes ({world})")
+    return rows // world
+
+
+def run_pretrain(params: Params, arch: str, *, log: Callable[[str], None] = print, tracker_factory=None) -> dict[str, Any]:
+    """Pretrain ``arch``; returns the metrics written to ``metrics.json``."""
+    recipe = load_recipe(params, arch)
+    size = size_recipe(params, recipe)
+    optim = size.pretrain
+    out_dir = Path(params.train.output) / arch / "pretrain"
+    kind = OBJECTIVE_TOKENIZER[recipe.objective]
+    tok_dir = Path(params.tokenizer.output) / kind
+    store_manifest = Path(params.tokenize.output) / kind / "manifest.json"
+    if not store_manifest.exists():
+        raise ConfigError(f"{arch}: no token store at {store_manifest.parent}; run `lmforge tokenize` first")
+    fp = fingerprint("pretrain", recipe.model_dump(mode="json"), size.model_dump(mode="json"),
+                     getattr(params.dataset, recipe.objective).model_dump(mode="json"), params.dataset.seed,
+                     params.train.seed, params.train.precision, store_manifest.read_text(encoding="utf-8"))
+    metrics_path = out_dir / "metrics.json"
+    if metrics_path.exists():
+        import json
+
+        prev = json.loads(metrics_path.read_text(encoding="utf-8"))
+        if prev.get("fingerprint") == fp:
+            log(f"pretrain {arch}: up to date")
+            return prev
+
+    if params.train.threads:
+        torch.set_num_threads(params.train.threads)
+    pl.seed_everything(params.train.seed, workers=True, verbose=False)
+    train_obj = open_objective(params, recipe.objective, "train")
+    val_obj = open_objective(params, recipe.objective, "validation")
+    vocab = train_obj.vocab
+    overrides = {**tokenizer_overrides(size.preset, vocab), **size.model}
+    model = build_model(size.preset, head=recipe.pretrain_head, **overrides)
+    ordered = bool(getattr(train_obj, "ordered", False))
+    batch_size = batch_size_for(params, recipe, optim.batch_size, ordered)
+    carry_memory = arch == "transformer_xl"
+    module = LMForgeModule(model, optim, carry_memory=carry_memory, compile=params.train.compile)
+    data = ObjectiveDataModule(train_obj, val_obj, batch_size=batch_size,
+                               micro_steps=optim.max_steps * optim.accumulate_grad_batches, seed=params.dataset.seed,
+                               pad_id=vocab.pad if vocab.pad is not None else 0, ordered=ordered,
+                               num_workers=params.train.num_workers, eval_batches=optim.eval_batches,
+                               micro_steps_done=lambda: module.micro_steps_done)
+    resume = prepare_checkpoints(out_dir, fp, log)
+    n_params = sum(p.numel() for p in model.parameters())
+    counts = target_counts(_train_batches(data, 50), recipe.objective, vocab.size)
+    bytes_per_token = tokenizer_bytes_per_token(tok_dir)
+
+    def intrinsic(device) -> dict[str, float]:
+        return evaluate_lm(model, data.validation_loader(params.evaluate.validation_batches), recipe.objective,
+                           vocab_size=vocab.size, unigram_counts=counts, bytes_per_token=bytes_per_token,
+                           carry_memory=carry_memory, device=device)
+
+    # where the untrained model stands (the same initial weights on a resumed run: same seed)
+    start = intrinsic("cpu") if data.val_data is not None else None
+
+    from .. import tracking
+
+    tracker = (tracker_factory or tracking_factory(params))(
+        run_name=f"pretrain-{arch}",
+        tags={**tracking.run_tags(commit=tracking.git_commit("."),
+                                  inputs=tracking.dvc_hashes([tok_dir, store_manifest.parent, Path(params.train.recipes) / f"{arch}.yaml"]),
+                                  recipe=f"{params.train.recipes}/{arch}.yaml"),
+              "stage": "pretrain", "architecture": arch, "objective": recipe.objective})
+    started = time.time()
+    with tracker:
+        tracker.log_params({"architecture": arch, "objective": recipe.objective, "tokenizer": kind, "preset": size.preset,
+                            "model": overrides, "optim": optim.model_dump(mode="json"), "parameters": n_params,
+                            "train": params.train.model_dump(mode="json"),
+                            "dataset": getattr(params.dataset, recipe.objective).model_dump(mode="json")})
+        history = History(params.train.log_every, sink=tracker.log_metrics)
+        trainer = build_trainer(params, optim, out_dir, [history], has_validation=data.val_data is not None)
+        log(f"pretrain {arch}: {size.preset} ({n_params / 1e6:.2f}M parameters), {recipe.objective} on {kind} tokens, "
+            f"{optim.max_steps} steps x {batch_size * world_size()} examples" + (f", resuming from {resume}" if resume else ""))
+        trainer.fit(module, datamodule=data, ckpt_path=str(resume) if resume else None, weights_only=True)
+        if not trainer.is_global_zero:
+            return {}
+        # intrinsic evaluation on the whole validation split, against the unigram baseline of the train targets
+        final = intrinsic(module.device)
+        metrics = {
+            "architecture": arch, "objective": recipe.objective, "tokenizer": kind, "preset": size.preset,
+            "parameters": n_params, "steps": trainer.global_step,
+            "examples_seen": module.micro_steps_done * batch_size * world_size(),
+            "train_loss_first": history.first("train/loss"), "train_loss_last": history.last("train/loss"),
+            "validation": final, "validation_start": start, "seconds": round(time.time() - started, 1), "fingerprint": fp,
+            "mlflow_run_id": tracker.run_id,
+        }
+        model_dir = tracking.save_model_dir(model.cpu(), size.preset, recipe.pretrain_head, overrides, out_dir / "model",
+                                            extra_files={"tokenizer": tok_dir})
+        history.write_csv(out_dir / "history.csv")
+        plot_history(history.rows, out_dir / "loss.png", f"{arch} pretraining ({recipe.objective})",
+                     baseline=final.get("unigram_loss"))
+        tracker.log_metrics({f"final/{k}": v for k, v in final.items() if isinstance(v, (int, float))})
+        tracker.log_artifact(out_dir / "history.csv")
+        tracker.log_artifact(out_dir / "loss.png")
+        tracker.log_dict({"recipe": recipe.model_dump(mode="json"), "params": params.model_dump(mode="json")}, "resolved_config.json")
+        tracker.log_artifact(tok_dir, "tokenizer")
+        if params.tracking.register_models:
+            version = tracker.log_model(model_dir, name="model", registered_name=f"lmforge-{arch}")
+            metrics["registered_model"] = {"name": f"lmforge-{arch}", "version": str(version.version)} if version else None
+        write_json(metrics_path, metrics)
+    v = final
+    log(f"pretrain {arch}: validation loss {start['loss'] if start else float('nan'):.3f} -> "
+        f"{v['loss']:.3f} (unigram {v.get('unigram_loss', float('nan')):.3f}, uniform {v['uniform_loss']:.3f}), "
+        f"accuracy {v['accuracy']:.3f} in {metrics['seconds']:.0f}s")
+    return metrics
+
+
+def _train_batches(data: ObjectiveDataModule, n: int):
+    """The first ``n`` training batches of epoch 0 (for the unigram baseline's counts)."""
+    from torch.utils.data import DataLoader
+
+    from .data import StreamSampler
+
+    sampler = StreamSampler(len(data.train_data), data.batch_size, n, seed=data.seed, shuffle=not data.ordered)
+    return DataLoader(data.train_data, batch_size=data.batch_size, sampler=sampler, collate_fn=data.collate)
+
+
+def tracking_factory(params: Params):
+    """A function building the stage's MLflow ``Tracker`` from ``params.tracking`` (rank 0 only)."""
+    from .. import tracking
+
+    uri = tracking.resolve_tracking_uri(params.tracking.uri)
+
+    def make(run_name: str, tags: dict[str, str]):
+        enabled = params.tracking.enabled and is_rank_zero()
+        if enabled:
+            tracking.ensure_tracking_store(uri)
+        return tracking.Tracker(uri, params.tracking.experiment, run_name, tags=tags, enabled=enabled)
+
+    return make
+
+
+def plot_history(rows: list[dict[str, float]], path: Path, title: str, baseline: float | None = None) -> None:
+    """Training and validation loss against the step (PNG)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
+    for key, label in (("train/loss", "train"), ("val/loss", "validation")):
+        pts = [(r["step"], r[key]) for r in rows if key in r]
+        if pts:
+            ax.plot(*zip(*pts), marker="." if key.startswith("val") else None, label=label)
+    if baseline is not None:
+        ax.axhline(baseline, color="grey", linestyle="--", linewidth=1, label="unigram baseline (validation)")
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("loss (nats)")
+    ax.set_title(title)
+    ax.legend()
+    fig.tight_layout()
+    tmp = path.with_name(path.stem + ".tmp.png")
+    fig.savefig(tmp)
+    plt.close(fig)
+    tmp.replace(path)

@@ -1,0 +1,203 @@
+"""What pretraining and fine-tuning share: the Lightning Trainer built from ``params.train`` and an
+optimisation recipe, the launch rules for many devices, checkpoints, the metric history, and the
+"up to date" fingerprint of a training stage."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import math
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+from lightning.pytorch.callbacks import ModelCheckpoint
+
+from .. import __version__
+from ..config import ConfigError, Params, TrainConfig
+from .recipes import OptimConfig
+
+
+def quiet() -> None:
+    """Keep the stage logs about the run: drop Lightning's banner lines and tips and warnings
+    that do not apply (the checkpoint folder holds our fingerprint marker by design)."""
+    import logging
+    import warnings
+
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero",
+                 "lightning.pytorch.accelerators.cuda"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    for pattern in (".*Checkpoint directory .* exists and is not empty.*", ".*LeafSpec.*is deprecated.*",
+                    ".*does not have many workers.*", ".*The number of training batches.*"):
+        warnings.filterwarnings("ignore", message=pattern)
+
+
+class LaunchError(ConfigError):
+    """More than one device was asked for without a launcher that starts one process per device."""
+
+
+def launch_world(cfg: TrainConfig) -> tuple[int | str, int, str]:
+    """(devices, num_nodes, strategy) for this process.
+
+    Under ``torchrun`` / ``srun`` (WORLD_SIZE set) the launcher decides: devices per node =
+    LOCAL_WORLD_SIZE, nodes = WORLD_SIZE / LOCAL_WORLD_SIZE, and DDP unless FSDP was chosen.
+    Without one, more than one device is refused: Lightning would re-launch this command line
+    itself, which must never happen inside another program (Dagster, a notebook).
+    """
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world > 1:
+        local = int(os.environ.get("LOCAL_WORLD_SIZE") or os.environ.get("SLURM_NTASKS_PER_NODE") or world)
+        strategy = cfg.strategy if cfg.strategy not in ("auto",) else "ddp"
+        return local, world // local, strategy
+    devices = cfg.devices
+    if (devices == "auto" and torch.cuda.device_count() > 1 and cfg.accelerator in ("auto", "gpu", "cuda")) or \
+            (isinstance(devices, int) and devices * cfg.num_nodes > 1):
+        n = devices if isinstance(devices, int) else torch.cuda.device_count()
+        raise LaunchError(
+            f"train.devices={cfg.devices}, train.num_nodes={cfg.num_nodes}: start one process per device with a launcher, "
+            f"e.g. `torchrun --nproc_per_node {n} -m lmforge.cli pretrain ...` (or srun under SLURM)")
+    return 1, 1, "auto" if cfg.strategy in ("auto", "ddp", "ddp_find_unused_parameters_true") else cfg.strategy
+
+
+def resolve_precision(cfg: TrainConfig) -> str:
+    if cfg.precision:
+        return cfg.precision
+    gpu = cfg.accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available()
+    return "bf16-mixed" if gpu and torch.cuda.is_bf16_supported() else "32-true"
+
+
+def world_size() -> int:
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def is_rank_zero() -> bool:
+    return int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0"))) == 0
+
+
+class History(pl.Callback):
+    """The metric history of a run (optimizer step -> train loss, learning rate, auxiliary losses,
+    validation loss), kept in the checkpoint so a resumed run's history is whole, and streamed to
+    ``sink(metrics, step)`` (MLflow) on rank 0."""
+
+    def __init__(self, log_every: int, sink=None):
+        self.log_every = log_every
+        self.sink = sink
+        self.rows: list[dict[str, float]] = []
+        self._pending: dict[str, list[float]] = {}
+        self._last_step = 0
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        loss = (outputs["loss"] if isinstance(outputs, dict) else outputs).detach()
+        if trainer.world_size > 1:  # the loss of the global batch: the mean over ranks (a collective, on every rank)
+            loss = trainer.strategy.reduce(loss, reduce_op="mean")
+        self._pending.setdefault("train/loss", []).append(float(loss))
+        for key, value in trainer.callback_metrics.items():
+            if key.startswith("train/") and key != "train/loss":
+                self._pending.setdefault(key, []).append(float(value))
+        step = trainer.global_step
+        if step == self._last_step:  # still accumulating gradients
+            return
+        self._last_step = step
+        if step == 1 or step % self.log_every == 0 or step == trainer.max_steps:
+            row = {"step": step, **{k: sum(v) / len(v) for k, v in self._pending.items()}}
+            row["lr"] = trainer.optimizers[0].param_groups[0]["lr"]
+            self._add(row)
+        self._pending = {}
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        if trainer.sanity_checking or "val/loss" not in trainer.callback_metrics:
+            return
+        row = {"step": trainer.global_step}
+        row.update({k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("val/")})
+        self._add(row)
+
+    def _add(self, row: dict[str, float]) -> None:
+        self.rows.append(row)
+        if self.sink is not None:
+            self.sink({k: v for k, v in row.items() if k != "step"}, int(row["step"]))
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"rows": self.rows, "last_step": self._last_step}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.rows = list(state.get("rows", []))
+        self._last_step = int(state.get("last_step", 0))
+
+    def write_csv(self, path: Path) -> None:
+        keys = ["step"] + sorted({k for r in self.rows for k in r} - {"step"})
+        tmp = path.with_suffix(".tmp")
+        with open(tmp, "w", newline="", encoding="utf-8") as f:
+            writer = csv.DictWriter(f, fieldnames=keys)
+            writer.writeheader()
+            for r in self.rows:
+                writer.writerow({k: r.get(k, "") for k in keys})
+        os.replace(tmp, path)
+
+    def first(self, key: str) -> float | None:
+        return next((r[key] for r in self.rows if key in r), None)
+
+    def last(self, key: str) -> float | None:
+        return next((r[key] for r in reversed(self.rows) if key in r), None)
+
+
+def build_trainer(params: Params, optim: OptimConfig, out_dir: Path, callbacks: list, *,
+                  has_validation: bool) -> pl.Trainer:
+    """The Trainer for one stage, checkpointing ``last.ckpt`` every ``train.checkpoint_every``
+    steps and ``best.ckpt`` on the validation loss."""
+    cfg = params.train
+    quiet()
+    devices, num_nodes, strategy = launch_world(cfg)
+    ckpt_dir = out_dir / "checkpoints"
+    checkpoints = [ModelCheckpoint(dirpath=ckpt_dir, filename="step-{step}", every_n_train_steps=cfg.checkpoint_every,
+                                   save_last=True, save_top_k=1, enable_version_counter=False)]
+    if has_validation:
+        checkpoints.append(ModelCheckpoint(dirpath=ckpt_dir, filename="best", monitor="val/loss", mode="min",
+                                           save_top_k=1, enable_version_counter=False))
+    val_every = min(optim.eval_every, optim.max_steps) * optim.accumulate_grad_batches
+    return pl.Trainer(
+        accelerator=cfg.accelerator, devices=devices, num_nodes=num_nodes, strategy=strategy,
+        precision=resolve_precision(cfg), max_steps=optim.max_steps, max_epochs=-1,
+        accumulate_grad_batches=optim.accumulate_grad_batches,
+        gradient_clip_val=optim.gradient_clip, gradient_clip_algorithm="norm",
+        val_check_interval=val_every if has_validation else None, check_val_every_n_epoch=None,
+        limit_val_batches=(optim.eval_batches or 1.0) if has_validation else 0,
+        num_sanity_val_steps=0, logger=False, enable_progress_bar=False, enable_model_summary=False,
+        callbacks=[*checkpoints, *callbacks], default_root_dir=str(out_dir), use_distributed_sampler=False,
+        log_every_n_steps=cfg.log_every,
+    )
+
+
+def fingerprint(*items: Any) -> str:
+    return hashlib.sha256(json.dumps([__version__, *items], sort_keys=True, default=str).encode()).hexdigest()
+
+
+def prepare_checkpoints(out_dir: Path, fp: str, log) -> Path | None:
+    """The checkpoint to resume from, if the stage's previous attempt had the same fingerprint;
+    checkpoints of different settings are removed (they cannot be continued)."""
+    ckpt_dir = out_dir / "checkpoints"
+    marker = ckpt_dir / "fingerprint"
+    if ckpt_dir.exists() and (not marker.exists() or marker.read_text().strip() != fp):
+        log(f"{out_dir}: settings changed since the last checkpoint; starting over")
+        shutil.rmtree(ckpt_dir)
+    if is_rank_zero():
+        ckpt_dir.mkdir(parents=True, exist_ok=True)
+        marker.write_text(fp + "\n")
+    last = ckpt_dir / "last.ckpt"
+    return last if last.exists() else None
+
+
+def write_json(path: Path, data: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=_jsonable) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _jsonable(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return str(value)

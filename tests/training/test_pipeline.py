@@ -1,0 +1,46 @@
+"""Every architecture through pretraining, fine-tuning, evaluation and the report, on the tiny
+project (a few steps each: this checks the wiring and the registry, not the learning, which the
+default run reports in BENCHMARKS.md)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from lmforge.cli import main
+from lmforge.config import ARCHITECTURE_NAMES
+
+
+@pytest.mark.slow
+def test_every_architecture_pretrains_finetunes_and_is_evaluated(project, monkeypatch):
+    from mlflow import MlflowClient
+
+    monkeypatch.chdir(project)
+    runner = CliRunner()
+    for command in ("pretrain", "finetune", "evaluate", "report"):
+        res = runner.invoke(main, [command, "--params", "params.yaml"])
+        assert res.exit_code == 0, (command, res.output, res.exception)
+    table = res.output
+    client = MlflowClient(f"sqlite:///{project / 'mlflow.db'}")
+    for arch in ARCHITECTURE_NAMES:
+        ev = json.loads((project / "data" / "report" / "evaluation" / f"{arch}.json").read_text())
+        assert ev["pretrain"]["steps"] == 4
+        task = ev["finetune"]["task"]
+        assert task["steps"] == 2 and task["test"]["examples"] == 12 and 0 <= task["test"]["accuracy"] <= 1
+        assert task["mode"] == ("text_to_text" if arch in ("t5", "bart", "switch") else "classification")
+        assert task["baselines"]["majority"]["accuracy"] == pytest.approx(0.5)
+        assert f"| {arch} " in table
+        # registered, candidate, and (first evaluation) champion
+        for name in (f"lmforge-{arch}", f"lmforge-{arch}-task"):
+            candidate = client.get_model_version_by_alias(name, "candidate")
+            assert client.get_model_version_by_alias(name, "champion").version == candidate.version
+            assert ev["promotion"][name]["champion"] is True
+    for name in ("leaderboard.csv", "leaderboard.md", "metrics.json", "loss_curves.png", "bits_per_byte.png", "downstream.png"):
+        assert (project / "data" / "report" / name).stat().st_size > 0
+    # evaluating the same models again does not move the champion (no improvement)
+    res = runner.invoke(main, ["evaluate", "gpt", "--params", "params.yaml"])
+    assert res.exit_code == 0, res.output
+    ev = json.loads((project / "data" / "report" / "evaluation" / "gpt.json").read_text())
+    assert ev["promotion"]["lmforge-gpt-task"]["champion"] is False

@@ -1,0 +1,178 @@
+"""Pretraining: outputs, tracking, exact resume after SIGKILL, 2-process DDP, the NaN guard."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from lmforge.config import load_params
+from lmforge.models.layers import ModelOutput
+from lmforge.training.module import LMForgeModule, NonFiniteLossError, lr_lambda
+from lmforge.training.recipes import OptimConfig
+
+from .conftest import edit_recipe
+
+
+def history(path: Path) -> dict[int, float]:
+    with open(path, encoding="utf-8") as f:
+        return {int(r["step"]): float(r["train/loss"]) for r in csv.DictReader(f) if r.get("train/loss")}
+
+
+def lmforge(root: Path, *args: str, env: dict | None = None, **kwargs) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "lmforge.cli", *args, "--params", str(root / "params.yaml")],
+                            cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **(env or {})}, **kwargs)
+
+
+def test_pretrain_writes_model_history_metrics_and_mlflow_run(project):
+    from mlflow import MlflowClient
+
+    from lmforge import tracking
+    from lmforge.training.pretrain import run_pretrain
+
+    params = load_params(project / "params.yaml")
+    logs: list[str] = []
+    metrics = run_pretrain(params, "gpt", log=logs.append)
+    out = project / "models" / "gpt" / "pretrain"
+    assert metrics["steps"] == 4
+    assert json.loads((out / "metrics.json").read_text())["validation"]["loss"] == metrics["validation"]["loss"]
+    assert sorted(history(out / "history.csv")) == [1, 2, 3, 4]
+    assert (out / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    v = metrics["validation"]
+    assert 0 < v["loss"] and 0 <= v["accuracy"] <= 1 and v["predicted_tokens"] > 0 and v["bits_per_byte"] > 0
+    # the reloaded model (safetensors, no pickle) gives the saved model's outputs
+    model = tracking.load_model_dir(out / "model")
+    assert not list((out / "model").glob("*.pt*")) and (out / "model" / "tokenizer" / "tokenizer.json").exists()
+    ids = torch.randint(0, 100, (2, 16))
+    assert torch.isfinite(model(input_ids=ids).logits).all()
+    # one MLflow run with per-step metrics, the model registered with the alias "candidate"
+    client = MlflowClient(tracking.resolve_tracking_uri(params.tracking.uri))
+    run = client.get_run(metrics["mlflow_run_id"])
+    assert run.data.tags["stage"] == "pretrain" and run.data.tags["architecture"] == "gpt"
+    assert len(client.get_metric_history(run.info.run_id, "train/loss")) == 4
+    version = client.get_model_version_by_alias("lmforge-gpt", "candidate")
+    assert version.run_id == run.info.run_id
+    # unchanged settings: up to date, nothing retrained
+    again = run_pretrain(params, "gpt", log=logs.append)
+    assert again["mlflow_run_id"] == metrics["mlflow_run_id"] and logs[-1] == "pretrain gpt: up to date"
+
+
+@pytest.mark.slow
+def test_resume_after_sigkill_reaches_the_same_losses(project):
+    """A run killed with SIGKILL and restarted with the same command continues from its last
+    checkpoint (data position, optimizer, schedule, RNG) and logs the losses an uninterrupted run logs."""
+    steps = 40
+    common = ["--set", f"train.max_steps={steps}", "--set", "train.checkpoint_every=5", "--set", "tracking.enabled=false"]
+    ckpt_dir = project / "models" / "gpt" / "pretrain" / "checkpoints"
+    proc = lmforge(project, "pretrain", "gpt", *common)
+    deadline = time.time() + 300
+    while not (ckpt_dir / "last.ckpt").exists():
+        assert proc.poll() is None, proc.communicate()[1]
+        assert time.time() < deadline
+        time.sleep(0.01)
+    time.sleep(0.3)
+    assert proc.poll() is None, "the run finished before it could be killed; make it longer"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (project / "models" / "gpt" / "pretrain" / "metrics.json").exists()
+    resumed = lmforge(project, "pretrain", "gpt", *common)
+    _, err = resumed.communicate(timeout=600)
+    assert resumed.returncode == 0, err
+    assert "resuming from" in err
+    interrupted = history(project / "models" / "gpt" / "pretrain" / "history.csv")
+
+    straight = project / "straight"
+    done = lmforge(project, "pretrain", "gpt", *common, "--set", f"train.output={straight}")
+    _, err = done.communicate(timeout=600)
+    assert done.returncode == 0, err
+    reference = history(straight / "gpt" / "pretrain" / "history.csv")
+    assert sorted(interrupted) == sorted(reference) == list(range(1, steps + 1))
+    for step in reference:
+        assert interrupted[step] == pytest.approx(reference[step], rel=1e-6, abs=1e-6), step
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_two_process_ddp_matches_one_process_on_the_same_global_batch(project):
+    """torchrun with 2 CPU processes (gloo), 4 examples each, against 1 process with 8: the same
+    global batches, so the same losses after the first optimizer step (dropout off)."""
+    no_dropout = {"dropout": 0.0, "attn_dropout": 0.0, "embd_dropout": 0.0}
+    common = ["--set", "train.max_steps=3", "--set", "tracking.enabled=false"]
+    edit_recipe(project, "gpt", batch_size=8, model=no_dropout)
+    single = lmforge(project, "pretrain", "gpt", *common, "--set", f"train.output={project / 'one'}")
+    _, err = single.communicate(timeout=600)
+    assert single.returncode == 0, err
+
+    edit_recipe(project, "gpt", batch_size=4)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
+           "--master_port", str(_free_port()), "-m", "lmforge.cli", "pretrain", "gpt", "--params", str(project / "params.yaml"),
+           *common, "--set", f"train.output={project / 'two'}", "--set", "train.devices=2", "--set", "train.strategy=ddp"]
+    res = subprocess.run(cmd, cwd=project, capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert res.returncode == 0, res.stderr[-3000:]
+    one = history(project / "one" / "gpt" / "pretrain" / "history.csv")
+    two = history(project / "two" / "gpt" / "pretrain" / "history.csv")
+    assert sorted(one) == sorted(two) == [1, 2, 3]
+    for step in one:  # step 1: same init and batch; steps 2, 3: after all-reduced updates
+        assert two[step] == pytest.approx(one[step], abs=1e-4), (step, one, two)
+
+
+def test_more_devices_without_a_launcher_is_refused(project):
+    from lmforge.training.run import LaunchError
+    from lmforge.training.pretrain import run_pretrain
+
+    params = load_params(project / "params.yaml", ["train.devices=2"])
+    with pytest.raises(LaunchError, match="torchrun --nproc_per_node 2"):
+        run_pretrain(params, "gpt")
+
+
+class _NaNAfter(torch.nn.Module):
+    """A model whose loss is finite for ``good`` calls, then NaN."""
+
+    def __init__(self, good: int):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.ones(()))
+        self.calls, self.good = 0, good
+
+    def forward(self, input_ids, **_):
+        self.calls += 1
+        loss = self.w * input_ids.float().mean()
+        return ModelOutput(loss=loss if self.calls <= self.good else loss * float("nan"))
+
+
+def test_a_nan_loss_stops_the_run_naming_the_step(tmp_path):
+    import lightning.pytorch as pl
+
+    optim = OptimConfig(max_steps=10, batch_size=2, learning_rate=1e-3)
+    module = LMForgeModule(_NaNAfter(good=3), optim)
+    data = [{"input_ids": torch.ones(4, dtype=torch.long)} for _ in range(40)]
+    loader = torch.utils.data.DataLoader(data, batch_size=2)
+    trainer = pl.Trainer(max_steps=10, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                         default_root_dir=tmp_path, accelerator="cpu")
+    with pytest.raises(NonFiniteLossError, match=r"loss is nan at step 3 \(micro-batch 4\)"):
+        trainer.fit(module, loader)
+
+
+def test_learning_rate_schedule():
+    o = OptimConfig(max_steps=100, batch_size=1, learning_rate=1.0, warmup_steps=10, schedule="cosine", min_lr_ratio=0.1)
+    f = lr_lambda(o)
+    assert [round(f(s), 6) for s in (0, 4, 9)] == [0.1, 0.5, 1.0]
+    assert f(10) == pytest.approx(1.0) and f(55) == pytest.approx(0.55) and f(100) == pytest.approx(0.1)
+    lin = lr_lambda(o.model_copy(update={"schedule": "linear"}))
+    assert lin(55) == pytest.approx(0.55) and lin(100) == pytest.approx(0.1)
+    assert lr_lambda(o.model_copy(update={"schedule": "constant"}))(90) == 1.0
