@@ -176,3 +176,23 @@ def test_learning_rate_schedule():
     lin = lr_lambda(o.model_copy(update={"schedule": "linear"}))
     assert lin(55) == pytest.approx(0.55) and lin(100) == pytest.approx(0.1)
     assert lr_lambda(o.model_copy(update={"schedule": "constant"}))(90) == 1.0
+
+
+def test_stream_sampler_ranks_partition_the_global_batch_and_resume_mid_run():
+    from lmforge.training.data import StreamSampler
+
+    def keys(**kw):
+        return list(StreamSampler(50, 4, 30, seed=3, shuffle=True, **kw))
+
+    single = list(StreamSampler(50, 8, 30, seed=3, shuffle=True))
+    ranks = [keys(rank=r, world_size=2) for r in (0, 1)]
+    for step in range(30):  # each global batch of 8 = rank 0's 4 then rank 1's 4
+        assert single[8 * step: 8 * step + 8] == ranks[0][4 * step: 4 * step + 4] + ranks[1][4 * step: 4 * step + 4]
+    whole = keys()
+    assert keys(start_step=lambda: 12) == whole[12 * 4:]  # resuming at micro-step 12
+    assert len(StreamSampler(50, 4, 30, seed=3, shuffle=True, start_step=12)) == 120  # the whole run's length
+    # data epochs: each is a permutation of the 50 examples, different from the last one
+    epochs = [[i for e, i in whole if e == k] for k in (0, 1)]
+    assert sorted(epochs[0]) == list(range(50)) and sorted(epochs[1]) == list(range(50)) and epochs[0] != epochs[1]
+    ordered = list(StreamSampler(50, 4, 5, seed=3, shuffle=False))
+    assert [i for _, i in ordered] == list(range(20))

@@ -41,7 +41,8 @@ class StreamDataset:
 
 
 class StreamSampler(Sampler):
-    """The ``(epoch, index)`` keys of rank ``rank``'s share of micro-steps ``[start_step, steps)``."""
+    """The ``(epoch, index)`` keys of rank ``rank``'s share of micro-steps ``[start_step, steps)``
+    (``start_step`` may be a callable, read when iteration starts: after a checkpoint is restored)."""
 
     def __init__(self, n_examples: int, batch_size: int, steps: int, *, seed: int, shuffle: bool,
                  rank: int = 0, world_size: int = 1, start_step: int = 0):
@@ -63,11 +64,14 @@ class StreamSampler(Sampler):
         return epoch, int(self._order(epoch)[i])
 
     def __len__(self) -> int:
-        return max(0, self.steps - self.start_step) * self.batch_size
+        # The whole run's length, also when resuming: Lightning counts the restored batches of
+        # the epoch plus this iterator's against it, and would otherwise start a new epoch early.
+        return self.steps * self.batch_size
 
     def __iter__(self) -> Iterator[tuple[int, int]]:
         global_batch = self.batch_size * self.world_size
-        for step in range(self.start_step, self.steps):
+        start = self.start_step() if callable(self.start_step) else self.start_step
+        for step in range(start, self.steps):
             first = step * global_batch + self.rank * self.batch_size
             for q in range(first, first + self.batch_size):
                 yield self.key(q)
@@ -111,7 +115,7 @@ class ObjectiveDataModule(pl.LightningDataModule):
     def train_dataloader(self) -> DataLoader:
         rank, world = self._world()
         sampler = StreamSampler(len(self.train_data), self.batch_size, self.micro_steps, seed=self.seed,
-                                shuffle=not self.ordered, rank=rank, world_size=world, start_step=self.micro_steps_done())
+                                shuffle=not self.ordered, rank=rank, world_size=world, start_step=self.micro_steps_done)
         return DataLoader(self.train_data, batch_size=self.batch_size, sampler=sampler, collate_fn=self.collate,
                           num_workers=self.num_workers, generator=_generator(self.seed),
                           persistent_workers=self.num_workers > 0)

@@ -80,16 +80,18 @@ def build_finetune_model(pretrained_dir: Path, arch: str, mode: str, num_labels:
     config = preset_config(preset, **overrides)
     cls = ARCHITECTURES[arch].heads["classification"]
     model = cls(config, num_labels=num_labels, lm_coef=lm_coef) if arch == "gpt" else cls(config, num_labels=num_labels)
-    source = pretrained.state_dict()
-    target = model.state_dict()
-    loaded = {k: v for k, v in source.items() if k in target and target[k].shape == v.shape}
-    if not loaded:
-        raise ConfigError(f"{arch}: no pretrained weight matches the classification model's parameter names")
-    model.load_state_dict(loaded, strict=False)
-    new = sorted(set(target) - set(loaded))
-    backbone_missing = [k for k in new if not any(s in k for s in ("classifier", "score", "mix", "pooler", "summary", "head"))]
-    if backbone_missing:
-        raise ConfigError(f"{arch}: pretrained weights do not cover the backbone, e.g. {backbone_missing[:5]}")
+    # The heads share the backbone's parameter names; the pretraining head's own weights (the
+    # LM softmax, NSP) are left behind and the classifier's are new. A shared name with another
+    # shape, or a model that would be mostly new, means the checkpoint is not this backbone.
+    source, target = pretrained.state_dict(), model.state_dict()
+    shared = sorted(set(source) & set(target))
+    mismatched = [k for k in shared if source[k].shape != target[k].shape]
+    if mismatched:
+        raise ConfigError(f"{arch}: pretrained weights have other shapes than the fine-tuning model, e.g. {mismatched[:5]}")
+    loaded_values = sum(target[k].numel() for k in shared)
+    if loaded_values < 0.5 * sum(v.numel() for v in target.values()):
+        raise ConfigError(f"{arch}: the pretrained weights cover only {loaded_values} of the fine-tuning model's values")
+    model.load_state_dict({k: source[k] for k in shared}, strict=False)
     return model, preset, overrides, "classification"
 
 

@@ -33,7 +33,9 @@ def quiet() -> None:
                  "lightning.pytorch.accelerators.cuda"):
         logging.getLogger(name).setLevel(logging.WARNING)
     for pattern in (".*Checkpoint directory .* exists and is not empty.*", ".*LeafSpec.*is deprecated.*",
-                    ".*does not have many workers.*", ".*The number of training batches.*"):
+                    ".*does not have many workers.*", ".*The number of training batches.*",
+                    # our sampler resumes at the checkpoint's data position (training/data.py)
+                    ".*resuming from a checkpoint that ended before the epoch ended.*"):
         warnings.filterwarnings("ignore", message=pattern)
 
 
