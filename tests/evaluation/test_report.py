@@ -105,7 +105,7 @@ def test_leaderboard_values_come_from_inputs(project):
         assert row["objective"] == data["objective"]
         assert row["parameters"] == data["parameters"]
         assert row["steps"] == data["pretrain"]["steps"]
-        assert row["loss_start"] == pytest.approx(data["pretrain"]["train_loss_first"])
+        assert row["loss_start"] == pytest.approx(data["pretrain"]["train_loss_first"])  # no validation_start in these inputs
         assert row["val_loss"] == pytest.approx(val["loss"])
         assert row["unigram_loss"] == pytest.approx(val["unigram_loss"])
         assert row["token_accuracy"] == pytest.approx(val["accuracy"])
@@ -219,3 +219,12 @@ def test_missing_history_is_skipped(project, tmp_path):
     assert (out / "plots" / "loss_gpt.csv").is_file()
     assert (out / "loss_curves.png").read_bytes()[:8] == PNG_MAGIC
     assert len(result["leaderboard"]) == 3
+
+
+def test_loss_start_is_the_untrained_models_validation_loss_when_measured():
+    from lmforge.evaluation.report import leaderboard
+
+    ev = {"architecture": "bert", "pretrain": {"train_loss_first": 9.5, "validation_start": {"loss": 8.9},
+                                               "validation": {"loss": 9.0, "unigram_loss": 9.2}}}
+    row = leaderboard([ev]).iloc[0]
+    assert row["loss_start"] == pytest.approx(8.9) and not bool(row["below_start"])

@@ -46,7 +46,7 @@ COLUMNS: dict[str, str] = {
     "tokenizer": "tokenizer",
     "parameters": "trainable parameters",
     "steps": "pretraining optimizer steps",
-    "loss_start": "first logged train loss (nats per predicted token)",
+    "loss_start": "validation loss of the untrained model (the same measurement as val_loss); else the first train loss",
     "val_loss": "validation loss after pretraining (nats per predicted token)",
     "unigram_loss": "validation loss of a context-free unigram predictor (the baseline to beat)",
     "uniform_loss": "ln(vocabulary size), the loss of a uniform guess",
@@ -172,7 +172,10 @@ def leaderboard(evaluations: list[dict], task: str | None = None) -> pd.DataFram
     rows = []
     for evaluation in evaluations:
         validation = _get(evaluation, "pretrain", "validation")
-        loss_start = _number(_get(evaluation, "pretrain", "train_loss_first"))
+        # the untrained model's validation loss: the same measurement as val_loss (the first train
+        # loss may add auxiliary terms such as NSP, or sum ELMo's two directions)
+        start = _get(evaluation, "pretrain", "validation_start", "loss")
+        loss_start = _number(start if start is not None else _get(evaluation, "pretrain", "train_loss_first"))
         val_loss = _number(_get(validation, "loss"))
         unigram = _number(_get(validation, "unigram_loss"))
         rows.append({
