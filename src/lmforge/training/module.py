@@ -60,7 +60,8 @@ class LMForgeModule(pl.LightningModule):
         self.micro_steps_done = 0  # micro-batches consumed: where the data stream resumes
         self.mems: list[torch.Tensor] | None = None
         self.val_mems: list[torch.Tensor] | None = None
-        self._forward = torch.compile(model) if compile else model
+        # a plain attribute, not a registered submodule: the weights are saved once, under "model."
+        object.__setattr__(self, "_forward", torch.compile(model) if compile else model)
 
     def forward(self, **batch):
         return self._forward(**batch)
