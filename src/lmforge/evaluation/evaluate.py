@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Params
-from ..training.run import write_json
+from ..cleaning.storage import atomic_write_json
 
 
 def _read(path: Path) -> dict | None:
@@ -86,6 +86,6 @@ def run_evaluate(params: Params, archs: list[str] | None = None, *, log: Callabl
                     log(f"evaluate {arch}: {reg['name']} v{reg['version']} {metric}={value:.4f} -> "
                         + ("champion" if promoted else "champion unchanged (not better)"))
             tracker.log_dict(ev, f"evaluation_{arch}.json")
-        write_json(out_dir / f"{arch}.json", ev)
+        atomic_write_json(out_dir / f"{arch}.json", ev)
         results[arch] = ev
     return results

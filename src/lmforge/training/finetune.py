@@ -27,9 +27,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..cleaning.storage import atomic_write_json, sha256_file
 from ..config import ConfigError, Params
 from ..finetuning import baselines, features
-from ..finetuning.tasks import Task, load_task
+from ..finetuning.tasks import load_task
 from ..models.registry import ARCHITECTURES, preset_config
 from ..objectives.base import IGNORE_INDEX
 from ..tokenization.kinds import ARCHITECTURE_TOKENIZER
@@ -37,7 +38,7 @@ from .data import ObjectiveDataModule
 from .module import LMForgeModule
 from .pretrain import plot_history, tracking_factory
 from .recipes import load_recipe, size_recipe
-from .run import History, build_trainer, fingerprint, prepare_checkpoints, world_size, write_json
+from .run import History, build_trainer, fingerprint, prepare_checkpoints, world_size
 
 
 class ExampleList:
@@ -154,7 +155,7 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, log: Callable[[st
     task = load_task(task_spec, params, seed=params.train.seed, max_train=params.finetune.max_train_examples)
     fp = fingerprint("finetune", task_spec, task.summary(), recipe.finetune.model_dump(mode="json"),
                      optim.model_dump(mode="json"), params.finetune.max_length, params.train.seed,
-                     _file_sha(pretrained_meta))
+                     sha256_file(pretrained_meta))
     metrics_path = out_dir / "metrics.json"
     if metrics_path.exists():
         prev = json.loads(metrics_path.read_text(encoding="utf-8"))
@@ -239,19 +240,9 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, log: Callable[[st
             name = f"lmforge-{arch}-{slug}"
             version = tracker.log_model(model_dir, name="model", registered_name=name)
             metrics["registered_model"] = {"name": name, "version": str(version.version)} if version else None
-        write_json(metrics_path, metrics)
+        atomic_write_json(metrics_path, metrics)
     t = metrics["test"]
     log(f"finetune {arch} on {task.name}: test accuracy {t['accuracy']:.3f}, macro-F1 {t['macro_f1']:.3f} "
         f"(majority {metrics['baselines']['majority']['accuracy']:.3f}, bag of words "
         f"{metrics['baselines']['bag_of_words']['accuracy']:.3f}) in {metrics['seconds']:.0f}s")
     return metrics
-
-
-def _file_sha(path: Path) -> str:
-    import hashlib
-
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()

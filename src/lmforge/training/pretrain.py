@@ -19,6 +19,7 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 
+from ..cleaning.storage import atomic_write_json
 from ..config import ConfigError, Params
 from ..evaluation.intrinsic import evaluate_lm, target_counts, tokenizer_bytes_per_token
 from ..models.registry import PRESET_ARCHITECTURE, build_model, preset_config
@@ -28,7 +29,7 @@ from ..objectives.registry import OBJECTIVE_TOKENIZER
 from .data import ObjectiveDataModule
 from .module import LMForgeModule
 from .recipes import Recipe, load_recipe, size_recipe
-from .run import History, build_trainer, fingerprint, is_rank_zero, prepare_checkpoints, world_size, write_json
+from .run import History, build_trainer, fingerprint, is_rank_zero, prepare_checkpoints, world_size
 
 
 def tokenizer_overrides(preset: str, vocab: Vocab) -> dict[str, Any]:
@@ -153,7 +154,7 @@ def run_pretrain(params: Params, arch: str, *, log: Callable[[str], None] = prin
         if params.tracking.register_models:
             version = tracker.log_model(model_dir, name="model", registered_name=f"lmforge-{arch}")
             metrics["registered_model"] = {"name": f"lmforge-{arch}", "version": str(version.version)} if version else None
-        write_json(metrics_path, metrics)
+        atomic_write_json(metrics_path, metrics)
     v = final
     log(f"pretrain {arch}: validation loss {start['loss'] if start else float('nan'):.3f} -> "
         f"{v['loss']:.3f} (unigram {v.get('unigram_loss', float('nan')):.3f}, uniform {v['uniform_loss']:.3f}), "

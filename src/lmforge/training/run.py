@@ -7,7 +7,6 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
-import math
 import os
 import shutil
 from pathlib import Path
@@ -18,6 +17,7 @@ import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 
 from .. import __version__
+from ..tracking import is_rank_zero
 from ..config import ConfigError, Params, TrainConfig
 from .recipes import OptimConfig
 
@@ -75,10 +75,6 @@ def resolve_precision(cfg: TrainConfig) -> str:
 
 def world_size() -> int:
     return int(os.environ.get("WORLD_SIZE", "1"))
-
-
-def is_rank_zero() -> bool:
-    return int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0"))) == 0
 
 
 class History(pl.Callback):
@@ -191,15 +187,3 @@ def prepare_checkpoints(out_dir: Path, fp: str, log) -> Path | None:
         marker.write_text(fp + "\n")
     last = ckpt_dir / "last.ckpt"
     return last if last.exists() else None
-
-
-def write_json(path: Path, data: dict) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=_jsonable) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def _jsonable(value):
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return str(value)
