@@ -230,39 +230,78 @@ def report(params_path, overrides) -> None:
 @click.option("--params", "params_path", default="params.yaml", show_default=True, help="Parameters file.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a parameter.")
 def run(params_path, overrides) -> None:
-    """Run the whole pipeline as params.yaml configures it: clean, tokenizer, tokenize, dataset,
-    pretrain and finetune every architecture, evaluate, report. Stages whose inputs and settings
-    are unchanged say "up to date"; an interrupted training stage resumes from its checkpoint."""
-    from .cleaning.stage import run_clean
-    from .evaluation.evaluate import run_evaluate
-    from .evaluation.report import format_leaderboard, load_evaluations, write_report
-    from .objectives.dataset import build_dataset
-    from .tokenization.store import TokenStore, build_store
-    from .tokenization.train import run_tokenizers
-    from .training.finetune import run_finetune
-    from .training.pretrain import run_pretrain
+    """Run the whole pipeline as params.yaml configures it: every stage of the stage graph
+    (`lmforge stages`) in order, from clean to report. Stages whose inputs and settings are
+    unchanged say "up to date"; an interrupted training stage resumes from its checkpoint."""
+    from .stages import build_stages
 
     params = _params(params_path, list(overrides))
     log = lambda m: click.echo(m, err=True)  # noqa: E731
     try:
-        result = run_clean(params.clean, log=log)
-        click.echo(format_clean_stats(result.stats, result.seconds, result.skipped))
-        click.echo(format_tokenizer_metrics(run_tokenizers(params, log=log)))
-        for kind in params.tokenize.kinds or params.tokenizer.kinds:
-            build_store(params, kind, log=log)
-            click.echo(TokenStore(f"{params.tokenize.output}/{kind}").summary())
-        for name in params.dataset.objectives:
-            click.echo(format_dataset_summary(build_dataset(params, name, log=log)))
-        for arch in params.train.architectures:
-            run_pretrain(params, arch, log=log)
-            for task in params.finetune.tasks:
-                run_finetune(params, arch, task, log=log)
-        if params.train.architectures:
-            run_evaluate(params, log=log)
-            evaluations = load_evaluations(f"{params.evaluate.output}/evaluation", order=params.train.architectures)
-            click.echo(format_leaderboard(write_report(evaluations, params.evaluate.output)["leaderboard"]))
+        for stage in build_stages(params, root="."):
+            click.echo(format_stage_result(stage, stage.run(params, log)))
     except _training_errors() as exc:
         _fail(str(exc))
+
+
+def format_stage_result(stage, result) -> str:
+    """What ``lmforge run`` prints after a stage: the same summary as the stage's own command."""
+    if stage.kind == "clean":
+        return format_clean_stats(result["stats"], result["seconds"], result["skipped"])
+    if stage.kind == "tokenizer":
+        return format_tokenizer_metrics({stage.key["kind"]: result})
+    if stage.kind == "dataset":
+        return format_dataset_summary(result)
+    if stage.kind == "report":
+        from .evaluation.report import format_leaderboard
+
+        return format_leaderboard(result["leaderboard"])
+    if stage.kind == "tokens":
+        from .tokenization.store import TokenStore
+
+        return TokenStore(stage.paths[0]).summary()
+    return f"{stage.name}: done"
+
+
+@main.command()
+@click.option("--params", "params_path", default="params.yaml", show_default=True, help="Parameters file.")
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 when dvc.yaml is not what params.yaml and the recipes give.")
+def dvc(params_path, check) -> None:
+    """Write dvc.yaml from the stage graph (params.yaml and pipelines/*.yaml). Run it after
+    enabling an architecture, a tokenizer, an objective or a task; `dvc repro` then runs them."""
+    from pathlib import Path
+
+    from .stages import build_stages, dvc_yaml, write_dvc_yaml
+
+    try:
+        if check:
+            text = dvc_yaml(build_stages(root=".", params_path=params_path))
+            current = Path("dvc.yaml").read_text(encoding="utf-8") if Path("dvc.yaml").exists() else None
+            if current != text:
+                click.echo("dvc.yaml is stale: run `lmforge dvc` to regenerate it", err=True)
+                sys.exit(1)
+            click.echo("dvc.yaml is up to date")
+            return
+        path, changed = write_dvc_yaml(".", params_path=params_path)
+    except ConfigError as exc:
+        _fail(str(exc))
+        return
+    click.echo(f"{path}: {'written' if changed else 'up to date'}")
+
+
+@main.command()
+@click.option("--params", "params_path", default="params.yaml", show_default=True, help="Parameters file.")
+def stages(params_path) -> None:
+    """List the stage graph: each stage, its group, what it reads from and its command."""
+    from .stages import build_stages
+
+    try:
+        graph = build_stages(root=".", params_path=params_path)
+    except ConfigError as exc:
+        _fail(str(exc))
+        return
+    for s in graph:
+        click.echo(f"{s.name:32s} {s.group:12s} <- {', '.join(s.upstream) or '-':40s} {s.cli}")
 
 
 def format_tokenizer_metrics(results: dict) -> str:

@@ -353,6 +353,30 @@ class TrackingConfig(_Strict):
     promotion_metric: str = Field("accuracy", description="fine-tuning metric the champion alias is gated on")
 
 
+class ChecksConfig(_Strict):
+    """Bounds of the data-quality checks run after each stage (Dagster asset checks; also
+    ``lmforge check``). A failed blocking check stops the stages downstream of it."""
+
+    clean_min_documents: int = Field(100, ge=1, description="documents the clean corpus must keep at least")
+    clean_min_kept_fraction: float = Field(0.05, ge=0, le=1, description="documents kept / documents read, at least")
+    clean_max_reason_fraction: float = Field(0.8, gt=0, le=1, description="no single drop reason removes more than this fraction of the documents read")
+    tokenizer_max_unknown_rate: float = Field(0.01, ge=0, le=1, description="subword tokenizers: unknown tokens per token on the validation split, at most")
+    char_max_unknown_rate: float = Field(0.1, ge=0, le=1, description="ELMo's char tokenizer: words outside its output vocabulary, at most (its inputs are characters, never unknown)")
+    mask_rate_tolerance: float = Field(0.02, gt=0, le=1, description="|realised - configured| mask / noise rate, at most")
+    loss_min_drop: float = Field(0.0, ge=0, description="training loss: last logged below first by more than this (nats)")
+
+
+class OrchestrateConfig(_Strict):
+    """Dagster: the weekly retraining schedule, the new-input sensor, run limits."""
+
+    retrain_cron: str = Field("0 3 * * 1", description="cron of the schedule that retrains the enabled architectures (Monday 03:00)")
+    timezone: str = "UTC"
+    sensor_interval_seconds: int = Field(60, ge=5, description="how often the sensor looks for new raw files")
+    watch: list[str] | None = Field(None, description="folders the sensor watches for new raw files (null: the folders in clean.inputs)")
+    max_runtime_hours: float = Field(24.0, gt=0, description="dagster/max_runtime of the training jobs")
+    dvc_commit: bool = Field(True, description="record each materialized stage in dvc.lock (dvc commit)")
+
+
 class Params(_Strict):
     """The root of ``params.yaml``."""
 
@@ -365,6 +389,8 @@ class Params(_Strict):
     finetune: FinetuneConfig = FinetuneConfig()
     evaluate: EvaluateConfig = EvaluateConfig()
     tracking: TrackingConfig = TrackingConfig()
+    checks: ChecksConfig = ChecksConfig()
+    orchestrate: OrchestrateConfig = OrchestrateConfig()
 
 
 # ----------------------------------------------------------------------------- loading
