@@ -4,7 +4,13 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test clean-outputs
+# The embedded Dagster instance (sqlite) lives in the project folder.
+export DAGSTER_HOME := $(CURDIR)/.dagster
+HOST ?= 127.0.0.1
+PORT ?= 3000
+MLFLOW_PORT ?= 5000
+
+.PHONY: run test ui repro dvc clean-outputs
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -18,8 +24,29 @@ $(VENV)/.installed-dev: pyproject.toml | $(PY)
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $@ $(VENV)/.installed
 
-run: $(VENV)/.installed
-	$(VENV)/bin/lmforge run
+$(DAGSTER_HOME)/dagster.yaml: dagster_project/dagster.yaml
+	mkdir -p $(DAGSTER_HOME)
+	cp dagster_project/dagster.yaml $@
+
+# Materialize every asset on the embedded default corpus through Dagster (runs recorded in
+# .dagster/, each stage then recorded in dvc.lock: `dvc status` is clean afterwards).
+run: $(VENV)/.installed $(DAGSTER_HOME)/dagster.yaml
+	$(VENV)/bin/lmforge dvc
+	$(PY) -m dagster_project.run
+
+# The Dagster UI (webserver and daemon: schedules, sensors) on $(HOST):$(PORT).
+ui: $(VENV)/.installed $(DAGSTER_HOME)/dagster.yaml
+	@echo "Dagster UI: http://$(HOST):$(PORT)"
+	@echo "MLflow UI (another terminal): $(VENV)/bin/mlflow ui --backend-store-uri sqlite:///$(CURDIR)/mlflow.db --host 127.0.0.1 --port $(MLFLOW_PORT)"
+	$(VENV)/bin/dagster dev -m dagster_project.definitions -h $(HOST) -p $(PORT)
+
+# DVC's view of the same graph: regenerate dvc.yaml, then reproduce what changed.
+dvc: $(VENV)/.installed
+	$(VENV)/bin/lmforge dvc
+
+repro: $(VENV)/.installed
+	$(VENV)/bin/lmforge dvc
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/dvc repro
 
 test: $(VENV)/.installed-dev
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -1,0 +1,149 @@
+"""One Dagster asset per stage of lmforge's stage graph, and the asset checks of lmforge.checks.
+
+Data stages run in the Dagster process (the library function the CLI also calls); training
+stages run as their own process through Dagster Pipes (under torchrun when train.devices > 1),
+never ``trainer.fit`` inside Dagster. After a stage materializes, its DVC lock entry is updated.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from dagster import (
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetKey,
+    AssetsDefinition,
+    Failure,
+    MaterializeResult,
+    PipesSubprocessClient,
+    asset,
+    asset_check,
+)
+
+from lmforge.checks import CHECKS, CheckSpec, run_checks
+from lmforge.config import Params
+from lmforge.stages import Stage, StageGraph, dvc_yaml
+
+from .metadata import stage_metadata
+from .resources import DvcResource, MLflowResource, ParamsResource
+
+HERE = Path(__file__).resolve().parent
+
+KINDS = {
+    "clean": {"python", "parquet"},
+    "tokenizer": {"huggingface", "json"},
+    "tokens": {"numpy"},
+    "dataset": {"python", "json"},
+    "pretrain": {"pytorch", "mlflow"},
+    "finetune": {"pytorch", "mlflow"},
+    "evaluate": {"mlflow", "json"},
+    "report": {"pandas", "matplotlib"},
+}
+
+
+@contextmanager
+def in_project(root: Path, run_id: str | None) -> Iterator[None]:
+    """Run a stage as the CLI would: from the project folder, with the Dagster run id visible
+    to the MLflow tags."""
+    cwd, old = Path.cwd(), os.environ.get("DAGSTER_RUN_ID")
+    os.chdir(root)
+    if run_id:
+        os.environ["DAGSTER_RUN_ID"] = run_id
+    try:
+        yield
+    finally:
+        os.chdir(cwd)
+        if old is None:
+            os.environ.pop("DAGSTER_RUN_ID", None)
+        else:
+            os.environ["DAGSTER_RUN_ID"] = old
+
+
+def launch_command(stage: Stage, params: Params, params_file: Path) -> list[str]:
+    """The subprocess a training asset runs: the stage under torchrun when train.devices > 1."""
+    entry = ["-m", "dagster_project.launch", stage.name, "--params", str(params_file)]
+    devices = params.train.devices
+    if params.train.num_nodes > 1:
+        raise Failure(description=f"{stage.name}: train.num_nodes={params.train.num_nodes}; Dagster launches one node. "
+                                  f"Run `{stage.cli}` under srun / torchrun on each node instead (README, 'Many GPUs').")
+    if isinstance(devices, int) and devices > 1:
+        return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={devices}", *entry]
+    return [sys.executable, *entry]
+
+
+def _stale_reason(graph: StageGraph) -> str | None:
+    path = graph.root / "dvc.yaml"
+    if not path.exists():
+        return "no dvc.yaml in the project"
+    try:
+        current = dvc_yaml(graph)
+    except Exception as exc:  # noqa: BLE001 - e.g. outputs outside the project: DVC cannot describe them
+        return str(exc)
+    return None if path.read_text(encoding="utf-8") == current else "dvc.yaml does not match params.yaml and the recipes"
+
+
+def stage_asset(stage: Stage, graph: StageGraph, max_runtime_s: int) -> AssetsDefinition:
+    root = graph.root
+    tags = {"lmforge/stage": stage.kind}
+    if stage.key.get("arch"):
+        tags["lmforge/architecture"] = stage.key["arch"]
+    op_tags = {"dagster/max_runtime": max_runtime_s} if stage.subprocess else None
+
+    @asset(
+        name=stage.name,
+        group_name=stage.group,
+        deps=[AssetKey(u) for u in stage.upstream],
+        description=f"{stage.description}\n\nCommand: `{stage.cli}` (DVC stage `{stage.name}`).",
+        kinds=KINDS[stage.kind],
+        code_version=graph.code_version(stage),
+        tags=tags,
+        op_tags=op_tags,
+        metadata={"outputs": ", ".join(stage.paths), "params": ", ".join(stage.params), "dvc_stage": stage.name},
+    )
+    def _materialize(context, params: ParamsResource, mlflow: MLflowResource, dvc: DvcResource,
+                     pipes_subprocess_client: PipesSubprocessClient) -> MaterializeResult:
+        p = params.load()
+        reported: dict = {}
+        if stage.subprocess:
+            env = {**os.environ, "DAGSTER_RUN_ID": context.run_id,
+                   "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE.parent), os.environ.get("PYTHONPATH")]))}
+            invocation = pipes_subprocess_client.run(context=context, command=launch_command(stage, p, params.file),
+                                                     env=env, cwd=str(root))
+            for result in invocation.get_results():
+                reported.update({f"reported/{k}": v for k, v in (getattr(result, "metadata", None) or {}).items()})
+        else:
+            with in_project(root, context.run_id):
+                stage.run(p, context.log.info)
+        meta = stage_metadata(stage, p, root, lambda run_id: mlflow.run_url(p, root, run_id))
+        meta.update(reported)
+        if p.orchestrate.dvc_commit:
+            meta["dvc_lock_updated"] = dvc.commit(root, stage.name, _stale_reason(graph), context.log.info)
+        return MaterializeResult(metadata=meta)
+
+    return _materialize
+
+
+def stage_check(stage: Stage, graph: StageGraph, spec: CheckSpec):
+    """The asset check ``spec`` of ``stage``: lmforge.checks on the files the stage wrote."""
+
+    @asset_check(asset=AssetKey(stage.name), name=spec.name, description=spec.description, blocking=spec.blocking)
+    def _check(params: ParamsResource) -> AssetCheckResult:
+        p = params.load()
+        outcome = next(o for o in run_checks(stage, p, graph.root) if o.name == spec.name)
+        severity = AssetCheckSeverity.WARN if outcome.severity == "warn" else AssetCheckSeverity.ERROR
+        return AssetCheckResult(passed=bool(outcome.passed), severity=severity, description=outcome.description,
+                                metadata={k: v for k, v in outcome.metadata.items() if v is not None})
+
+    return _check
+
+
+def build_assets(graph: StageGraph) -> tuple[list[AssetsDefinition], list]:
+    max_runtime = int(graph.params.orchestrate.max_runtime_hours * 3600)
+    assets = [stage_asset(s, graph, max_runtime) for s in graph]
+    checks = [stage_check(s, graph, spec) for s in graph for spec in CHECKS.get(s.kind, [])]
+    return assets, checks

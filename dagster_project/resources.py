@@ -1,0 +1,118 @@
+"""Resources of the Dagster view: the project's parameters, MLflow, and DVC.
+
+Our own small MLflow resource (no ``dagster-mlflow``): the tracking URI the stages log to and
+links to runs in the MLflow UI. The DVC resource records a materialized stage in ``dvc.lock``
+(``dvc commit``), one process at a time.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable, Iterator
+
+from dagster import ConfigurableResource, Failure
+
+from lmforge.config import ConfigError, Params, load_params
+
+
+def project_root() -> Path:
+    """The project folder: ``$LMFORGE_PROJECT``, else the current directory."""
+    return Path(os.environ.get("LMFORGE_PROJECT") or ".").resolve()
+
+
+class ParamsResource(ConfigurableResource):
+    """Reads and validates ``params.yaml`` (a wrong key or type fails the run, naming the key)."""
+
+    root: str = ""
+    path: str = "params.yaml"
+
+    @property
+    def project(self) -> Path:
+        return Path(self.root).resolve() if self.root else project_root()
+
+    @property
+    def file(self) -> Path:
+        p = Path(self.path)
+        return p if p.is_absolute() else self.project / p
+
+    def load(self) -> Params:
+        try:
+            return load_params(self.file)
+        except ConfigError as exc:
+            raise Failure(description=f"invalid parameters: {exc}") from None
+
+
+class MLflowResource(ConfigurableResource):
+    """Where the stages log (``params.tracking.uri``; null = ``sqlite:///<project>/mlflow.db``)
+    and where a person reads it (``ui_url``: start it with ``mlflow ui --backend-store-uri ...``)."""
+
+    ui_url: str = "http://127.0.0.1:5000"
+
+    def tracking_uri(self, params: Params, root: Path) -> str:
+        from lmforge.tracking import resolve_tracking_uri
+
+        return resolve_tracking_uri(params.tracking.uri, root)
+
+    def run_url(self, params: Params, root: Path, run_id: str | None) -> str | None:
+        """A link to the run in the MLflow UI, or None when tracking is off or the run is unknown."""
+        if not run_id or not params.tracking.enabled:
+            return None
+        try:
+            from mlflow.tracking import MlflowClient
+
+            experiment = MlflowClient(self.tracking_uri(params, root)).get_run(run_id).info.experiment_id
+        except Exception:  # noqa: BLE001 - a missing link must not fail the materialization
+            return None
+        return f"{self.ui_url.rstrip('/')}/#/experiments/{experiment}/runs/{run_id}"
+
+
+class DvcResource(ConfigurableResource):
+    """Records a stage Dagster materialized in ``dvc.lock`` (``dvc commit -f <stage>``), so
+    ``dvc status`` stays clean and ``dvc repro`` has nothing to redo. DVC takes one operation
+    per workspace at a time: commits are serialised through a lock file shared by every process
+    of the project (a pool of one)."""
+
+    enabled: bool = True
+    executable: str = ""
+
+    def _dvc(self) -> str:
+        if self.executable:
+            return self.executable
+        beside = Path(sys.executable).with_name("dvc")
+        return str(beside) if beside.exists() else (shutil.which("dvc") or "dvc")
+
+    @contextmanager
+    def _one_at_a_time(self, root: Path) -> Iterator[None]:
+        lock = root / ".dvc" / "tmp" / "lmforge-commit.lock"
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        with open(lock, "w") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    def commit(self, root: Path, stage: str, stale: str | None, log: Callable[[str], None]) -> bool:
+        """``dvc commit`` of ``stage``; returns whether dvc.lock was updated. ``stale``: why
+        ``dvc.yaml`` does not describe the current graph (then nothing is committed)."""
+        if not self.enabled:
+            return False
+        if not (root / ".dvc").is_dir():
+            log(f"dvc: {root} is not a DVC project (no .dvc/); {stage} not recorded in dvc.lock")
+            return False
+        if stale:
+            log(f"dvc: {stale}; {stage} not recorded in dvc.lock (run `lmforge dvc`)")
+            return False
+        with self._one_at_a_time(root):
+            done = subprocess.run([self._dvc(), "commit", "--force", "--quiet", stage], cwd=root,
+                                  capture_output=True, text=True)
+        if done.returncode != 0:
+            raise Failure(description=f"dvc commit {stage} failed: {(done.stderr or done.stdout).strip()}")
+        log(f"dvc: {stage} recorded in dvc.lock")
+        return True

@@ -1,0 +1,59 @@
+"""Materialize assets from the command line, recorded in the project's Dagster instance (so
+the runs show in the UI): what ``make run`` calls.
+
+    python -m dagster_project.run                       # every asset (job full_pipeline)
+    python -m dagster_project.run --job retrain_gpt
+    python -m dagster_project.run --select clean,tokenizer_bpe
+
+Assets are named, not selected by Dagster's selection syntax: the DVC installation pins the
+parser runtime that syntax needs to an older release (``dagster asset materialize --select``
+fails in this environment); the UI and the names below are unaffected.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m dagster_project.run")
+    ap.add_argument("--job", default="full_pipeline", help="job to run (default: full_pipeline)")
+    ap.add_argument("--select", default="", help="comma-separated asset names (default: the job's assets)")
+    args = ap.parse_args(argv)
+
+    from dagster import AssetKey, DagsterEventType, DagsterInstance
+
+    if not os.environ.get("DAGSTER_HOME"):  # the embedded default: the project's own folder
+        home = Path(".dagster").resolve()
+        home.mkdir(exist_ok=True)
+        os.environ["DAGSTER_HOME"] = str(home)
+    from .definitions import defs
+
+    job = defs.resolve_job_def(args.job)
+    names = [n.strip() for n in args.select.split(",") if n.strip()]
+    known = {k.to_user_string() for k in defs.resolve_asset_graph().get_all_asset_keys()}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        print(f"error: no asset named {', '.join(unknown)}; assets: {', '.join(sorted(known))}", file=sys.stderr)
+        return 2
+    with DagsterInstance.get() as instance:
+        result = job.execute_in_process(instance=instance, raise_on_error=False,
+                                        asset_selection=[AssetKey(n) for n in names] or None)
+        done = [e.asset_key.to_user_string() for e in result.get_asset_materialization_events()]
+        failed_checks = [e.event_specific_data for e in result.all_events
+                         if e.event_type == DagsterEventType.ASSET_CHECK_EVALUATION and not e.event_specific_data.passed]
+        failed_steps = [e.step_key for e in result.all_events if e.event_type == DagsterEventType.STEP_FAILURE]
+        skipped = [e.step_key for e in result.all_events if e.event_type == DagsterEventType.STEP_SKIPPED]
+    print(f"run {result.run_id} ({args.job}): {len(done)} assets materialized"
+          + (f", {len(failed_steps)} failed: {', '.join(failed_steps)}" if failed_steps else "")
+          + (f", {len(skipped)} skipped" if skipped else ""))
+    for c in failed_checks:
+        print(f"  check failed: {c.asset_key.to_user_string()}/{c.check_name} ({c.severity.value.lower()}): {c.description}")
+    return 0 if result.success else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
