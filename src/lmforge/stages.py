@@ -316,7 +316,9 @@ def build_stages(params: Params | None = None, root: str | os.PathLike = ".", pa
             deps=tuple(rel(report / "evaluation" / f"{a}.json") for a in recipes) + code["report"],
             params=("train.architectures",),
             outputs=(Output(rel(report / "leaderboard.csv")), Output(rel(report / "leaderboard.md")),
-                     Output(rel(report / "metrics.json"), kind="metrics", cache=False),
+                     # cached: data/ is git-ignored, so an uncached metrics file would be in neither git nor
+                     # the cache, and `dvc exp show` / `dvc metrics diff` could not read it at other revisions
+                     Output(rel(report / "metrics.json"), kind="metrics"),
                      Output(rel(report / "loss_curves.png"), kind="plots"),
                      Output(rel(report / "bits_per_byte.png"), kind="plots"),
                      Output(rel(report / "downstream.png"), kind="plots"),
