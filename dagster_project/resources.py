@@ -110,7 +110,7 @@ class DvcResource(ConfigurableResource):
             log(f"dvc: {stale}; {stage} not recorded in dvc.lock (run `lmforge dvc`)")
             return False
         with self._one_at_a_time(root):
-            done = subprocess.run([self._dvc(), "commit", "--force", "--quiet", stage], cwd=root,
+            done = subprocess.run([self._dvc(), "commit", "--force", stage], cwd=root,
                                   capture_output=True, text=True)
         if done.returncode != 0:
             raise Failure(description=f"dvc commit {stage} failed: {(done.stderr or done.stdout).strip()}")
