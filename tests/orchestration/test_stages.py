@@ -1,0 +1,223 @@
+"""The stage registry: the graph follows params.yaml and the recipes, its edges are what the
+stages read, and the committed dvc.yaml is its current DVC view."""
+
+from __future__ import annotations
+
+import difflib
+import re
+import shutil
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from lmforge.cli import main
+from lmforge.config import ConfigError
+from lmforge.stages import GROUPS, build_stages, dvc_stages, dvc_yaml
+
+from .conftest import REPO, dvc_graph_of, edit_recipe, graph_project, tiny_params
+
+KINDS = {"clean", "tokenizer", "tokens", "dataset", "pretrain", "finetune", "evaluate", "report"}
+
+
+# ----------------------------------------------------------------------------- the committed dvc.yaml
+
+
+def test_committed_dvc_yaml_is_current():
+    expected = dvc_yaml(build_stages(root=REPO))
+    committed = (REPO / "dvc.yaml").read_text(encoding="utf-8")
+    diff = "".join(list(difflib.unified_diff(committed.splitlines(True), expected.splitlines(True),
+                                             "dvc.yaml (committed)", "dvc.yaml (from params.yaml)"))[:60])
+    assert committed == expected, f"dvc.yaml is stale: run `lmforge dvc` and commit it\n{diff}"
+
+
+def test_dvc_check_exits_0_when_current_and_1_when_stale(tmp_path, monkeypatch):
+    runner = CliRunner()
+    monkeypatch.chdir(REPO)
+    res = runner.invoke(main, ["dvc", "--check"])
+    assert res.exit_code == 0, res.output
+    assert "up to date" in res.output
+
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for name in ("params.yaml", "dvc.yaml"):
+        shutil.copy(REPO / name, copy / name)
+    shutil.copytree(REPO / "pipelines", copy / "pipelines")
+    (copy / "src").symlink_to(REPO / "src")  # the code deps are listed only where the project has them
+    monkeypatch.chdir(copy)
+    assert runner.invoke(main, ["dvc", "--check"]).exit_code == 0
+
+    params = yaml.safe_load((copy / "params.yaml").read_text(encoding="utf-8"))
+    params["train"]["architectures"] = ["gpt", "t5"]
+    (copy / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
+    before = (copy / "dvc.yaml").read_text(encoding="utf-8")
+    res = runner.invoke(main, ["dvc", "--check"])
+    assert res.exit_code == 1
+    assert "stale" in res.output and "lmforge dvc" in res.output
+    assert (copy / "dvc.yaml").read_text(encoding="utf-8") == before  # --check writes nothing
+
+    res = runner.invoke(main, ["dvc"])
+    assert res.exit_code == 0 and "written" in res.output, res.output
+    stages = yaml.safe_load((copy / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
+    assert "pretrain_t5" in stages and "pretrain_bert" not in stages
+    assert runner.invoke(main, ["dvc", "--check"]).exit_code == 0
+    assert "up to date" in runner.invoke(main, ["dvc"]).output
+
+    (copy / "dvc.yaml").write_text(before.replace("cmd: lmforge pretrain gpt", "cmd: lmforge pretrain gpt --x"), encoding="utf-8")
+    assert runner.invoke(main, ["dvc", "--check"]).exit_code == 1  # a hand edit is stale too
+
+
+def test_stages_command_lists_the_graph(graph_root, monkeypatch):
+    params = graph_project(graph_root)
+    (graph_root / "params.yaml").write_text(yaml.safe_dump(tiny_params(), sort_keys=False), encoding="utf-8")
+    monkeypatch.chdir(graph_root)
+    res = CliRunner().invoke(main, ["stages"])
+    assert res.exit_code == 0, res.output
+    assert [line.split()[0] for line in res.output.splitlines()] == list(build_stages(params, root=graph_root).stages)
+
+
+# ----------------------------------------------------------------------------- the graph follows the configuration
+
+
+def names(graph) -> set[str]:
+    return set(graph.stages)
+
+
+def test_tiny_graph(graph_root):
+    graph = build_stages(graph_project(graph_root), root=graph_root)
+    assert list(graph.stages) == ["clean", "tokenizer_bpe", "tokens_bpe", "dataset_clm", "pretrain_gpt",
+                                  "finetune_gpt_task", "evaluate_gpt", "report"]
+    assert graph.edges() == {
+        ("clean", "tokenizer_bpe"), ("clean", "tokens_bpe"), ("tokenizer_bpe", "tokens_bpe"),
+        ("tokens_bpe", "dataset_clm"), ("tokenizer_bpe", "dataset_clm"),
+        ("dataset_clm", "pretrain_gpt"), ("tokens_bpe", "pretrain_gpt"), ("tokenizer_bpe", "pretrain_gpt"),
+        ("pretrain_gpt", "finetune_gpt_task"), ("tokenizer_bpe", "finetune_gpt_task"),
+        ("pretrain_gpt", "evaluate_gpt"), ("finetune_gpt_task", "evaluate_gpt"), ("evaluate_gpt", "report"),
+    }
+    assert graph["clean"].deps[0] == "corpus.jsonl"
+    assert graph["finetune_gpt_task"].deps[2] == "task"  # the task folder is a dependency
+    assert graph["pretrain_gpt"].key == {"arch": "gpt", "objective": "clm", "kind": "bpe"}
+    assert graph["pretrain_gpt"].subprocess and not graph["dataset_clm"].subprocess
+    assert graph.downstream("tokens_bpe") == ["tokens_bpe", "dataset_clm", "pretrain_gpt", "finetune_gpt_task",
+                                              "evaluate_gpt", "report"]
+
+
+def test_an_architecture_adds_its_stages_without_code_changes(graph_root):
+    gpt = build_stages(graph_project(graph_root), root=graph_root)
+    both = build_stages(graph_project(graph_root, train={"architectures": ["gpt", "t5"]}), root=graph_root)
+    # t5 needs span corruption over unigram tokens, though neither is in dataset.objectives / tokenizer.kinds
+    assert names(both) - names(gpt) == {"tokenizer_unigram", "tokens_unigram", "dataset_span_corruption",
+                                        "pretrain_t5", "finetune_t5_task", "evaluate_t5"}
+    assert names(gpt) <= names(both)
+    assert set(both["report"].upstream) == {"evaluate_gpt", "evaluate_t5"}
+    assert both["pretrain_t5"].upstream == ("dataset_span_corruption", "tokens_unigram", "tokenizer_unigram")
+    assert "pipelines/t5.yaml" in both["pretrain_t5"].deps
+    assert both["finetune_t5_task"].key == {"arch": "t5", "task": "task"}
+    # ... and to the DVC view
+    assert set(dvc_stages(both)["stages"]) == names(both)
+    assert set(dvc_stages(both)["plots"][0]["pretraining_loss"]["y"]) == {"data/report/plots/loss_gpt.csv",
+                                                                         "data/report/plots/loss_t5.csv"}
+
+
+def test_a_task_adds_a_finetuning_stage_per_architecture(graph_root):
+    one = build_stages(graph_project(graph_root, train={"architectures": ["gpt", "t5"]}), root=graph_root)
+    two = build_stages(graph_project(graph_root, train={"architectures": ["gpt", "t5"]},
+                                     finetune={"tasks": ["task", "data/Other Task", "docstring_kind"]}), root=graph_root)
+    added = names(two) - names(one)
+    assert added == {f"finetune_{a}_{t}" for a in ("gpt", "t5") for t in ("data_other_task", "docstring_kind")}
+    assert "data/Other Task" in two["finetune_gpt_data_other_task"].deps
+    assert {"finetune_gpt_data_other_task", "finetune_gpt_docstring_kind"} < set(two["evaluate_gpt"].upstream)
+    # the default task is built from the clean corpus
+    assert "clean" in two["finetune_t5_docstring_kind"].upstream and "data/clean" in two["finetune_t5_docstring_kind"].deps
+    assert two["finetune_gpt_docstring_kind"].command == ("finetune", "gpt", "--task", "docstring_kind")
+
+
+def test_objectives_and_kinds_without_architectures(graph_root):
+    graph = build_stages(graph_project(graph_root, train={"architectures": []},
+                                       tokenizer={"kinds": ["bpe", "wordpiece"]}, dataset={"objectives": ["clm", "mlm"]}),
+                         root=graph_root)
+    assert list(graph.stages) == ["clean", "tokenizer_bpe", "tokenizer_wordpiece", "tokens_bpe", "tokens_wordpiece",
+                                  "dataset_clm", "dataset_mlm"]
+    assert graph["dataset_mlm"].upstream == ("tokens_wordpiece", "tokenizer_wordpiece")
+    assert "plots" not in dvc_stages(graph)  # no report, no loss plot
+
+
+def test_an_objective_whose_tokenizer_is_not_built_is_an_error(graph_root):
+    params = graph_project(graph_root, train={"architectures": []}, dataset={"objectives": ["clm", "mlm"]})
+    with pytest.raises(ConfigError, match="mlm.*wordpiece"):
+        build_stages(params, root=graph_root)
+
+
+@pytest.mark.parametrize("archs", [["gpt"], ["gpt", "t5", "bert"]])
+def test_repository_and_tiny_graphs_are_well_formed(graph_root, archs):
+    tiny = build_stages(graph_project(graph_root, train={"architectures": archs}, finetune={"tasks": ["task", "docstring_kind"]}),
+                        root=graph_root)
+    for graph in (tiny, build_stages(root=REPO)):
+        seen: set[str] = set()
+        for stage in graph:
+            assert re.fullmatch(r"[a-z0-9_]+", stage.name), stage.name
+            assert stage.kind in KINDS and stage.group in GROUPS
+            assert stage.command[0] in main.commands
+            main.commands[stage.command[0]].make_context("lmforge", list(stage.command[1:]))  # the CLI accepts it
+            for up in stage.upstream:  # topological: upstream first; and what it reads is a dependency
+                assert up in seen, f"{stage.name} comes before its upstream {up}"
+                missing = [p for p in graph[up].paths if p not in stage.deps]
+                assert not missing, f"{stage.name} reads from {up} but does not depend on {missing}"
+            seen.add(stage.name)
+        outputs = [(p, s.name) for s in graph for p in s.paths]
+        for i, (a, sa) in enumerate(outputs):
+            for b, sb in outputs[i + 1:]:
+                assert not (a == b or a.startswith(b + "/") or b.startswith(a + "/")), f"{sa} and {sb} both write {a}, {b}"
+
+
+def test_dvc_derives_the_same_edges_as_the_registry():
+    """DVC builds its graph from deps and outs: those edges must be exactly the registry's (the
+    Dagster asset graph's), or `dvc repro` and Dagster would not agree on what a change re-runs."""
+    graph = build_stages(root=REPO)
+    doc = dvc_stages(graph)["stages"]
+    assert dvc_graph_of(doc) == (set(graph.stages), graph.edges())
+    for name, entry in doc.items():
+        assert entry["cmd"] == graph[name].cli and entry["params"] == list(graph[name].params)
+
+
+# ----------------------------------------------------------------------------- paths, errors, code versions
+
+
+def test_paths_inside_the_project_are_relative_and_outside_is_an_error_for_dvc(graph_root, tmp_path):
+    inside = build_stages(graph_project(graph_root, clean={"output": str(graph_root / "data" / "corpus")}), root=graph_root)
+    assert inside["clean"].paths == ["data/corpus"] and "data/corpus" in inside["tokens_bpe"].deps
+
+    elsewhere = tmp_path / "elsewhere" / "models"
+    graph = build_stages(graph_project(graph_root, train={"output": str(elsewhere)}), root=graph_root)
+    assert graph["pretrain_gpt"].paths == [(elsewhere / "gpt" / "pretrain").as_posix()]  # the graph still works
+    with pytest.raises(ConfigError, match=re.escape(str(elsewhere / "gpt" / "pretrain"))):
+        dvc_stages(graph)
+
+
+def test_two_stages_writing_the_same_path_is_an_error(graph_root):
+    with pytest.raises(ConfigError, match="tokenizer_bpe and tokens_bpe both write data/tokenizers/bpe"):
+        build_stages(graph_project(graph_root, tokenize={"output": "data/tokenizers"}), root=graph_root)
+
+
+@pytest.mark.parametrize("damage", ["missing", "invalid"])
+def test_a_bad_recipe_is_an_error_naming_the_file(graph_root, damage):
+    params = graph_project(graph_root, train={"architectures": ["gpt", "t5"]})
+    recipe = graph_root / "pipelines" / "t5.yaml"
+    if damage == "missing":
+        recipe.unlink()
+    else:
+        recipe.write_text(recipe.read_text(encoding="utf-8") + "\nlearning_rat: 0.1\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"pipelines/t5\.yaml"):
+        build_stages(params, root=graph_root)
+
+
+def test_code_version_follows_the_recipe(graph_root):
+    params = graph_project(graph_root)
+    before = build_stages(params, root=graph_root)
+    versions = {s.name: before.code_version(s) for s in before}
+    assert versions == {s.name: build_stages(params, root=graph_root).code_version(s) for s in before}  # stable
+    assert before["pretrain_gpt"].code == ("pipelines/gpt.yaml",)  # no src/ in this project
+    edit_recipe(graph_root, "gpt", max_steps=7)
+    after = build_stages(params, root=graph_root)
+    changed = {s.name for s in after if after.code_version(s) != versions[s.name]}
+    assert changed == {"pretrain_gpt", "finetune_gpt_task"}
