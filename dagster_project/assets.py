@@ -27,7 +27,7 @@ from dagster import (
 
 from lmforge.checks import CHECKS, CheckSpec, run_checks
 from lmforge.config import Params
-from lmforge.stages import Stage, StageGraph, dvc_yaml
+from lmforge.stages import Stage, StageGraph, dvc_yaml, missing_param_keys
 
 from .metadata import stage_metadata
 from .resources import DvcResource, MLflowResource, ParamsResource
@@ -76,10 +76,13 @@ def launch_command(stage: Stage, params: Params, params_file: Path) -> list[str]
     return [sys.executable, *entry]
 
 
-def _stale_reason(graph: StageGraph) -> str | None:
+def _stale_reason(graph: StageGraph, params_file: Path) -> str | None:
     path = graph.root / "dvc.yaml"
     if not path.exists():
         return "no dvc.yaml in the project"
+    missing = missing_param_keys(graph, params_file)
+    if missing:
+        return f"{params_file.name} does not spell out {', '.join(missing)}, which DVC reads from the file"
     try:
         current = dvc_yaml(graph)
     except Exception as exc:  # noqa: BLE001 - e.g. outputs outside the project: DVC cannot describe them
@@ -110,19 +113,19 @@ def stage_asset(stage: Stage, graph: StageGraph, max_runtime_s: int) -> AssetsDe
         p = params.load()
         reported: dict = {}
         if stage.subprocess:
-            env = {**os.environ, "DAGSTER_RUN_ID": context.run_id,
+            env = {**os.environ, "DAGSTER_RUN_ID": context.run.run_id,
                    "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE.parent), os.environ.get("PYTHONPATH")]))}
             invocation = pipes_subprocess_client.run(context=context, command=launch_command(stage, p, params.file),
                                                      env=env, cwd=str(root))
             for result in invocation.get_results():
                 reported.update({f"reported/{k}": v for k, v in (getattr(result, "metadata", None) or {}).items()})
         else:
-            with in_project(root, context.run_id):
+            with in_project(root, context.run.run_id):
                 stage.run(p, context.log.info)
         meta = stage_metadata(stage, p, root, lambda run_id: mlflow.run_url(p, root, run_id))
         meta.update(reported)
         if p.orchestrate.dvc_commit:
-            meta["dvc_lock_updated"] = dvc.commit(root, stage.name, _stale_reason(graph), context.log.info)
+            meta["dvc_lock_updated"] = dvc.commit(root, stage.name, _stale_reason(graph, params.file), context.log.info)
         return MaterializeResult(metadata=meta)
 
     return _materialize

@@ -46,10 +46,11 @@ def main(argv: list[str] | None = None) -> int:
         failed_checks = [e.event_specific_data for e in result.all_events
                          if e.event_type == DagsterEventType.ASSET_CHECK_EVALUATION and not e.event_specific_data.passed]
         failed_steps = [e.step_key for e in result.all_events if e.event_type == DagsterEventType.STEP_FAILURE]
-        skipped = [e.step_key for e in result.all_events if e.event_type == DagsterEventType.STEP_SKIPPED]
+        planned = names or sorted(k.to_user_string() for k in job.asset_layer.executable_asset_keys)
+        held_back = [n for n in planned if n not in done and n not in failed_steps]
     print(f"run {result.run_id} ({args.job}): {len(done)} assets materialized"
           + (f", {len(failed_steps)} failed: {', '.join(failed_steps)}" if failed_steps else "")
-          + (f", {len(skipped)} skipped" if skipped else ""))
+          + (f", {len(held_back)} not run (upstream failed or a blocking check failed): {', '.join(held_back)}" if held_back else ""))
     for c in failed_checks:
         print(f"  check failed: {c.asset_key.to_user_string()}/{c.check_name} ({c.severity.value.lower()}): {c.description}")
     return 0 if result.success else 1

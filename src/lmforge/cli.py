@@ -271,11 +271,15 @@ def dvc(params_path, check) -> None:
     enabling an architecture, a tokenizer, an objective or a task; `dvc repro` then runs them."""
     from pathlib import Path
 
-    from .stages import build_stages, dvc_yaml, write_dvc_yaml
+    from .stages import build_stages, dvc_yaml, missing_param_keys, write_dvc_yaml
 
     try:
         if check:
-            text = dvc_yaml(build_stages(root=".", params_path=params_path))
+            graph = build_stages(root=".", params_path=params_path)
+            missing = missing_param_keys(graph, params_path)
+            if missing:
+                _fail(f"{params_path} does not spell out {', '.join(missing)}, which the stages in dvc.yaml read from it")
+            text = dvc_yaml(graph)
             current = Path("dvc.yaml").read_text(encoding="utf-8") if Path("dvc.yaml").exists() else None
             if current != text:
                 click.echo("dvc.yaml is stale: run `lmforge dvc` to regenerate it", err=True)

@@ -251,7 +251,7 @@ def build_stages(params: Params | None = None, root: str | os.PathLike = ".", pa
         ))
 
     # ------------------------------------------------------------------ training
-    from .training.finetune import finetune_dir
+    from .training.recipes import finetune_dir
 
     for arch, recipe in recipes.items():
         kind = OBJECTIVE_TOKENIZER[recipe.objective]
@@ -266,7 +266,7 @@ def build_stages(params: Params | None = None, root: str | os.PathLike = ".", pa
             deps=(rel(Path(params.dataset.output) / recipe.objective), rel(Path(params.tokenize.output) / kind),
                   rel(Path(params.tokenizer.output) / kind), recipe_path, *code["pretrain"]),
             params=(f"dataset.{recipe.objective}", "dataset.seed", "train.size", "train.seed", "train.precision",
-                    "train.max_steps", "evaluate.validation_batches"),
+                    "train.max_steps", "train.log_every", "evaluate.validation_batches"),
             outputs=(Output(pre_out),),
             run=lambda p, log, arch=arch: _run_pretrain(p, arch, log), subprocess=True,
             key={"arch": arch, "objective": recipe.objective, "kind": kind},
@@ -289,7 +289,7 @@ def build_stages(params: Params | None = None, root: str | os.PathLike = ".", pa
                             "metrics.json with test accuracy / macro-F1 and the majority and bag-of-words baselines.",
                 command=("finetune", arch, "--task", task), upstream=tuple(upstream),
                 deps=(pre_out, rel(Path(params.tokenizer.output) / kind), *task_deps, recipe_path, *code["finetune"]),
-                params=("train.size", "train.seed", "train.finetune_max_steps", "finetune.max_length",
+                params=("train.size", "train.seed", "train.finetune_max_steps", "train.log_every", "finetune.max_length",
                         "finetune.max_train_examples", "split"),
                 outputs=(Output(out),),
                 run=lambda p, log, arch=arch, task=task: _run_finetune(p, arch, task, log), subprocess=True,
@@ -413,10 +413,10 @@ def dvc_stages(graph: StageGraph) -> dict[str, Any]:
     """The ``dvc.yaml`` document of ``graph`` (a plain dict, ready for YAML)."""
     stages: dict[str, Any] = {}
     for s in graph:
-        for path in (*s.deps, *s.paths):
+        for path in s.paths:  # inputs may lie anywhere (DVC tracks them as external deps); outputs may not
             if Path(path).is_absolute():
-                raise ConfigError(f"stage {s.name}: {path} lies outside the project {graph.root}; dvc.yaml needs paths "
-                                  "inside it (set the output paths in params.yaml relative to the project)")
+                raise ConfigError(f"stage {s.name}: output {path} lies outside the project {graph.root}; DVC writes "
+                                  "outputs inside it only (set the output paths in params.yaml relative to the project)")
         entry: dict[str, Any] = {"desc": s.description, "cmd": s.cli}
         if s.deps:
             entry["deps"] = list(s.deps)
@@ -440,6 +440,25 @@ def dvc_stages(graph: StageGraph) -> dict[str, Any]:
     return doc
 
 
+def missing_param_keys(graph: StageGraph, params_file: str | os.PathLike) -> list[str]:
+    """The stages' parameter keys that ``params_file`` does not spell out. DVC reads each
+    stage's parameters from the file itself (not from lmforge's defaults), so every key a stage
+    names must be written there."""
+    import yaml
+
+    path = Path(params_file)
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) if path.exists() else {}
+    missing = []
+    for key in dict.fromkeys(k for s in graph for k in s.params):
+        node = data
+        for part in key.split("."):
+            if not isinstance(node, dict) or part not in node:
+                missing.append(key)
+                break
+            node = node[part]
+    return missing
+
+
 def dvc_yaml(graph: StageGraph) -> str:
     import yaml
 
@@ -449,6 +468,11 @@ def dvc_yaml(graph: StageGraph) -> str:
 def write_dvc_yaml(root: str | os.PathLike = ".", params_path: str | os.PathLike | None = None) -> tuple[Path, bool]:
     """Write ``<root>/dvc.yaml`` from the stage graph; returns (path, changed)."""
     graph = build_stages(root=root, params_path=params_path)
+    params_file = Path(params_path) if params_path else Path(root) / "params.yaml"
+    missing = missing_param_keys(graph, params_file)
+    if missing:
+        raise ConfigError(f"{params_file} does not spell out {', '.join(missing)}: DVC reads each stage's parameters "
+                          "from the file, so write them there (the repository's params.yaml lists every default)")
     path = Path(root) / "dvc.yaml"
     text = dvc_yaml(graph)
     old = path.read_text(encoding="utf-8") if path.exists() else None

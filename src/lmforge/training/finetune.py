@@ -37,7 +37,7 @@ from ..tokenization.kinds import ARCHITECTURE_TOKENIZER
 from .data import ObjectiveDataModule
 from .module import LMForgeModule
 from .pretrain import plot_history, tracking_factory
-from .recipes import load_recipe, size_recipe
+from .recipes import finetune_dir, load_recipe, size_recipe, task_slug  # noqa: F401 (finetune_dir re-exported)
 from .run import History, build_trainer, fingerprint, prepare_checkpoints, world_size
 
 
@@ -52,15 +52,6 @@ class ExampleList:
 
     def example(self, index: int, rng=None) -> dict[str, np.ndarray]:
         return self.examples[index]
-
-
-def task_slug(task_name: str) -> str:
-    """A file- and registry-safe name: ``hf:glue/sst2`` -> ``glue-sst2``."""
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", task_name.removeprefix("hf:")).strip("-") or "task"
-
-
-def finetune_dir(params: Params, arch: str, task_name: str) -> Path:
-    return Path(params.train.output) / arch / task_slug(task_name)
 
 
 def build_finetune_model(pretrained_dir: Path, arch: str, mode: str, num_labels: int, *, lm_coef: float = 0.0,

@@ -8,6 +8,7 @@ error naming it). ``params.train.size`` picks the size (``tiny`` for a CPU, ``ba
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -114,3 +115,13 @@ def size_recipe(params: Params, recipe: Recipe) -> SizeRecipe:
     if params.train.finetune_max_steps:
         updates["finetune"] = s.finetune.model_copy(update={"max_steps": params.train.finetune_max_steps})
     return s.model_copy(update=updates) if updates else s
+
+
+def task_slug(task_name: str) -> str:
+    """A file- and registry-safe name: ``hf:glue/sst2`` -> ``glue-sst2``."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", task_name.removeprefix("hf:")).strip("-") or "task"
+
+
+def finetune_dir(params: Params, arch: str, task_name: str) -> Path:
+    """Where fine-tuning ``arch`` on ``task_name`` writes: ``<train.output>/<arch>/<task slug>``."""
+    return Path(params.train.output) / arch / task_slug(task_name)
