@@ -221,3 +221,17 @@ def test_code_version_follows_the_recipe(graph_root):
     after = build_stages(params, root=graph_root)
     changed = {s.name for s in after if after.code_version(s) != versions[s.name]}
     assert changed == {"pretrain_gpt", "finetune_gpt_task"}
+
+
+def test_lmforge_dvc_names_the_keys_a_short_params_yaml_leaves_out(tmp_path, monkeypatch):
+    """DVC reads a stage's parameters from params.yaml itself, not from lmforge's defaults: a
+    file that leaves them out is refused with the missing keys named, and nothing is written."""
+    shutil.copytree(REPO / "pipelines", tmp_path / "pipelines")
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump({"train": {"architectures": ["gpt"]}}), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    for args in (["dvc"], ["dvc", "--check"]):
+        res = runner.invoke(main, args)
+        assert res.exit_code == 2, res.output
+        assert "does not spell out" in res.output and "tokenizer.bpe" in res.output and "train.seed" in res.output
+    assert not (tmp_path / "dvc.yaml").exists()
