@@ -251,7 +251,7 @@ def build_stages(params: Params | None = None, root: str | os.PathLike = ".", pa
         ))
 
     # ------------------------------------------------------------------ training
-    from .training.recipes import finetune_dir
+    from .training.recipes import finetune_dir, task_slug
 
     for arch, recipe in recipes.items():
         kind = OBJECTIVE_TOKENIZER[recipe.objective]
@@ -273,7 +273,7 @@ def build_stages(params: Params | None = None, root: str | os.PathLike = ".", pa
         ))
         finetuned = []
         for task in params.finetune.tasks:
-            name = f"finetune_{arch}_{_slug(task.removeprefix('hf:'))}"
+            name = f"finetune_{arch}_{_slug(task_slug(task))}"
             task_deps: list[str] = []
             upstream = [f"pretrain_{arch}", f"tokenizer_{kind}"]
             if task == DEFAULT_TASK:

@@ -124,9 +124,11 @@ def test_a_task_adds_a_finetuning_stage_per_architecture(graph_root):
     two = build_stages(graph_project(graph_root, train={"architectures": ["gpt", "t5"]},
                                      finetune={"tasks": ["task", "data/Other Task", "docstring_kind"]}), root=graph_root)
     added = names(two) - names(one)
-    assert added == {f"finetune_{a}_{t}" for a in ("gpt", "t5") for t in ("data_other_task", "docstring_kind")}
-    assert "data/Other Task" in two["finetune_gpt_data_other_task"].deps
-    assert {"finetune_gpt_data_other_task", "finetune_gpt_docstring_kind"} < set(two["evaluate_gpt"].upstream)
+    # a local task folder is named by its last component, in the stage name and the output folder alike
+    assert added == {f"finetune_{a}_{t}" for a in ("gpt", "t5") for t in ("other_task", "docstring_kind")}
+    assert "data/Other Task" in two["finetune_gpt_other_task"].deps
+    assert two["finetune_gpt_other_task"].paths == ["models/gpt/Other-Task"]
+    assert {"finetune_gpt_other_task", "finetune_gpt_docstring_kind"} < set(two["evaluate_gpt"].upstream)
     # the default task is built from the clean corpus
     assert "clean" in two["finetune_t5_docstring_kind"].upstream and "data/clean" in two["finetune_t5_docstring_kind"].deps
     assert two["finetune_gpt_docstring_kind"].command == ("finetune", "gpt", "--task", "docstring_kind")

@@ -44,3 +44,25 @@ def test_every_architecture_pretrains_finetunes_and_is_evaluated(project, monkey
     assert res.exit_code == 0, res.output
     ev = json.loads((project / "data" / "report" / "evaluation" / "gpt.json").read_text())
     assert ev["promotion"]["lmforge-gpt-task"]["champion"] is False
+
+
+@pytest.mark.slow
+def test_lmforge_run_walks_the_stage_graph_in_order(project, monkeypatch):
+    """`lmforge run` runs every stage of the graph (one architecture here) and prints each
+    stage's summary in graph order, ending with the leaderboard."""
+    from lmforge.stages import build_stages
+
+    from .conftest import write_params
+
+    write_params(project, train={"architectures": ["gpt"]}, tokenizer={"kinds": ["bpe"]}, dataset={"objectives": ["clm"]})
+    monkeypatch.chdir(project)
+    res = CliRunner().invoke(main, ["run", "--params", "params.yaml"])
+    assert res.exit_code == 0, (res.output, res.exception)
+    names = [s.name for s in build_stages(root=project)]
+    assert names == ["clean", "tokenizer_bpe", "tokens_bpe", "dataset_clm", "pretrain_gpt", "finetune_gpt_task",
+                     "evaluate_gpt", "report"]
+    markers = ["clean ->", "tokenizers (metrics", "dataset clm", "pretrain_gpt: done", "finetune_gpt_task: done",
+               "evaluate_gpt: done", "| gpt "]
+    positions = [res.output.find(m) for m in markers]
+    assert -1 not in positions and positions == sorted(positions), (markers, positions, res.output)
+    assert (project / "data" / "report" / "leaderboard.csv").exists()

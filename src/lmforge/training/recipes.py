@@ -118,8 +118,10 @@ def size_recipe(params: Params, recipe: Recipe) -> SizeRecipe:
 
 
 def task_slug(task_name: str) -> str:
-    """A file- and registry-safe name: ``hf:glue/sst2`` -> ``glue-sst2``."""
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", task_name.removeprefix("hf:")).strip("-") or "task"
+    """A file- and registry-safe name: ``hf:glue/sst2`` -> ``glue-sst2``; a local folder is
+    named by its last component (``/data/tasks/sentiment`` -> ``sentiment``)."""
+    name = task_name.removeprefix("hf:") if task_name.startswith("hf:") else Path(task_name).name or task_name
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-") or "task"
 
 
 def finetune_dir(params: Params, arch: str, task_name: str) -> Path:
