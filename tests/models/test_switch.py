@@ -119,8 +119,19 @@ def test_expert_capacity():
     assert switch.expert_capacity(1000, tiny(expert_capacity=7), training=True) == 7  # fixed
 
 
-def test_dispatch_matches_a_token_by_token_reference_and_drops_exactly_the_overflow():
-    layer = moe_layer(min_expert_capacity=0, capacity_factor_eval=0.8)  # 12 tokens, 4 experts: capacity 2
+# the three ways to dispatch (SwitchFeedForward's docstring): sorted with the kept count read on the
+# host (a CPU's default), sorted without a host read (a GPU's), the capacity buffer (a float32 GPU's)
+DISPATCHES = {"sorted": ("sorted", None), "sorted-no-host-read": ("sorted", False), "capacity": ("capacity", None)}
+
+
+def set_dispatch(layer: switch.SwitchFeedForward, mode: str) -> switch.SwitchFeedForward:
+    layer.dispatch, layer.count_on_host = DISPATCHES[mode]
+    return layer
+
+
+@pytest.mark.parametrize("mode", sorted(DISPATCHES))
+def test_dispatch_matches_a_token_by_token_reference_and_drops_exactly_the_overflow(mode):
+    layer = set_dispatch(moe_layer(min_expert_capacity=0, capacity_factor_eval=0.8), mode)  # 12 tokens, 4 experts: capacity 2
     x = torch.randn(3, 12, layer.config.d_model)
     with torch.no_grad():
         y, routing = layer(x)
@@ -229,6 +240,27 @@ def test_dispatch_is_vectorised_over_experts():
     assert counts[2]["_grouped_mm"] == 2 and "bmm" not in counts[2] and "nonzero" not in counts[2]
     assert counts[2]["_local_scalar_dense"] == 1
     assert switch.Experts(tiny(num_experts=16)).wi.shape == (16, 64, 128)
+    # without the host read (a GPU's default), and the capacity buffer: still no loop, and no host read
+    for mode, op in (("sorted-no-host-read", "_grouped_mm"), ("capacity", "bmm")):
+        for E in (2, 16):
+            layer = set_dispatch(switch.SwitchFeedForward(tiny(num_experts=E)).eval(), mode)
+            with torch.no_grad(), _CountOps() as mode_counts:
+                layer(torch.randn(2, 8, layer.config.d_model))
+            counts[E] = mode_counts.counts
+        assert counts[2] == counts[16], mode
+        assert counts[2][op] == 2 and "_local_scalar_dense" not in counts[2] and "nonzero" not in counts[2], mode
+
+
+def test_experts_cast_to_the_autocast_dtype():
+    """Under autocast the grouped matmuls run in its dtype (as nn.Linear's would), not float32."""
+    torch.manual_seed(0)
+    experts = switch.Experts(tiny(num_experts=4, dropout=0.0))
+    x = torch.randn(9, 64)
+    ends = torch.tensor([3, 3, 7, 9], dtype=torch.int32)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = experts(x, ends)
+    assert out.dtype == torch.bfloat16
+    torch.testing.assert_close(out.float(), experts(x, ends), atol=0.05, rtol=0.05)
 
 
 def test_experts_compute_each_expert_on_its_own_rows():
@@ -248,10 +280,11 @@ def test_experts_compute_each_expert_on_its_own_rows():
     assert all(experts.wi.grad[e].abs().sum() > 0 for e in (0, 2, 3))
 
 
-def test_gradients_match_a_token_by_token_reference_with_drops():
-    """Input, router and expert gradients through the sorted dispatch equal those of the loop
+@pytest.mark.parametrize("mode", sorted(DISPATCHES))
+def test_gradients_match_a_token_by_token_reference_with_drops(mode):
+    """Input, router and expert gradients through each dispatch equal those of the loop
     reference, with a capacity that drops tokens (which get no expert gradient)."""
-    layer = moe_layer(min_expert_capacity=0, capacity_factor_eval=0.8)  # capacity 2 of 12 tokens
+    layer = set_dispatch(moe_layer(min_expert_capacity=0, capacity_factor_eval=0.8), mode)  # capacity 2 of 12 tokens
     x = torch.randn(3, 12, layer.config.d_model)
     g = torch.randn_like(x)
     x1 = x.clone().requires_grad_()

@@ -30,7 +30,9 @@ Read top to bottom:
        residual connection passes them through unchanged;
      - the kept tokens are sorted by expert (dropped ones sort last and are cut off), the
        experts run as grouped matmuls over the sorted rows, and the outputs, scaled by the
-       gate, are copied back to the tokens' places (zeros for the dropped ones);
+       gate, are copied back to the tokens' places (zeros for the dropped ones); on a GPU
+       without a fused grouped matmul for the dtype (float32), a capacity buffer and batched
+       matmuls instead (``SwitchFeedForward``'s docstring);
      - the load-balancing loss ``E * sum_i f_i * P_i`` (Switch eq. 4-6; ``f_i`` the fraction
        of the group's tokens whose top-1 choice is expert ``i``, before any dropping, ``P_i``
        the mean router probability of expert ``i``), per group and averaged over groups,
@@ -164,8 +166,8 @@ class Experts(nn.Module):
 
     ``F.grouped_mm`` multiplies each expert's contiguous rows by that expert's weights in one
     call, so the work is exactly that of the routed tokens (a batched matmul over an
-    (E, capacity, D) buffer computes every empty capacity slot too: 25% more with the
-    training capacity factor 1.25) and the number of operators does not grow with E."""
+    (E, capacity, D) buffer, ``batched``, computes every empty capacity slot too: 25% more with
+    the training capacity factor 1.25) and the number of operators does not grow with E."""
 
     def __init__(self, config: SwitchConfig):
         super().__init__()
@@ -181,13 +183,32 @@ class Experts(nn.Module):
                     nn.init.normal_(w, 0.0, config.init_factor * D**-0.5)
             nn.init.normal_(self.wo, 0.0, config.init_factor * Fd**-0.5)
 
+    def weights(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """``x`` and the expert weights in the dtype the matmuls run in: under autocast, its
+        dtype, as autocast casts ``nn.Linear``'s operands (it does not cast ``grouped_mm``'s,
+        and a float32 ``grouped_mm`` on a GPU has no fused kernel: its fallback loops over the
+        experts with a host read of the offsets)."""
+        ws = (self.wi, self.wi_linear, self.wo)
+        if torch.is_autocast_enabled(x.device.type):
+            dtype = torch.get_autocast_dtype(x.device.type)
+            return (x.to(dtype), *(w.to(dtype) if w is not None else None for w in ws))
+        return (x, *ws)
+
     def forward(self, x: torch.Tensor, ends: torch.Tensor) -> torch.Tensor:
         """``x`` (N, D) sorted by expert; ``ends`` (E,) int32, the cumulative token counts,
         ``ends[-1] == N``. (torch 2.13's grouped_mm backward rejects an expanded gradient, such
         as ``.sum()``'s, of its output; the layer multiplies the output by the gate first.)"""
-        h = F.grouped_mm(x, self.wi, offs=ends)  # (N, F)
-        h = gelu_tanh(h) * F.grouped_mm(x, self.wi_linear, offs=ends) if self.gated else F.relu(h)
-        return F.grouped_mm(self.dropout(h), self.wo, offs=ends)  # (N, D)
+        x, wi, wi_linear, wo = self.weights(x)
+        h = F.grouped_mm(x, wi, offs=ends)  # (N, F)
+        h = gelu_tanh(h) * F.grouped_mm(x, wi_linear, offs=ends) if self.gated else F.relu(h)
+        return F.grouped_mm(self.dropout(h), wo, offs=ends)  # (N, D)
+
+    def batched(self, x: torch.Tensor) -> torch.Tensor:
+        """Every expert on its own (capacity) rows: (E, N, D) -> (E, N, D), batched matmuls
+        (autocast casts them like any matmul)."""
+        h = torch.bmm(x, self.wi)  # (E, N, F)
+        h = gelu_tanh(h) * torch.bmm(x, self.wi_linear) if self.gated else F.relu(h)
+        return torch.bmm(self.dropout(h), self.wo)
 
 
 @dataclass
@@ -206,13 +227,77 @@ class Routing:
 
 class SwitchFeedForward(nn.Module):
     """The mixture-of-experts feed-forward layer: (B, S, D) -> ((B, S, D), Routing); each
-    sequence is one routing group."""
+    sequence is one routing group.
+
+    Two dispatches, the same function (tokens, gates, drops, gradients):
+
+    - "sorted": tokens sorted by expert, each expert computed on exactly its routed rows by
+      grouped matmuls (``Experts.forward``). On a CPU it computes the kept rows only, which
+      takes one host read (their number; free on a CPU). Elsewhere it reads nothing from the
+      device: the dropped rows, sorted last, ride along with the last expert and are weighted 0.
+    - "capacity": each token copied to its slot of an (E, B * capacity, D) buffer (the dropped
+      ones to a spare row that is discarded), the experts as batched matmuls over the buffer
+      (empty slots computed too: 25% more expert work at the training capacity factor 1.25),
+      the outputs gathered back. No sort and no host read. Used where ``grouped_mm`` has no
+      fused kernel: a GPU computing in float32.
+
+    ``dispatch`` "auto" (the default) picks by device and dtype; "sorted" or "capacity" force one.
+    ``count_on_host`` None (the default): the sorted dispatch reads the kept count on a CPU only.
+    """
+
+    dispatch = "auto"
+    count_on_host: bool | None = None
 
     def __init__(self, config: SwitchConfig):
         super().__init__()
         self.config = config
         self.router = Top1Router(config)
         self.experts = Experts(config)
+
+    def use_sorted(self, x: torch.Tensor) -> bool:
+        if self.dispatch != "auto":
+            return self.dispatch == "sorted"
+        if x.device.type != "cuda":
+            return True
+        dtype = torch.get_autocast_dtype("cuda") if torch.is_autocast_enabled("cuda") else x.dtype
+        return dtype == torch.bfloat16  # grouped_mm's fused kernels (Hopper and later) take bf16
+
+    def dispatch_sorted(self, x: torch.Tensor, expert: torch.Tensor, gate: torch.Tensor,
+                        kept: torch.Tensor) -> torch.Tensor:
+        """Sort the tokens by expert, the dropped ones under a key E that sorts them last, so
+        that each expert's tokens are contiguous rows (in token order: a stable sort) and the
+        kept ones a prefix; run the experts on them; scale the outputs by the gate and copy
+        them back into place (a dropped token's output is 0)."""
+        B, S, D = x.shape
+        E = self.config.num_experts
+        key = torch.where(kept, expert, E).reshape(-1)  # (B*S,)
+        order = torch.argsort(key, stable=True)
+        ends = torch.bincount(key, minlength=E + 1)[:E].cumsum(0).to(torch.int32)  # (E,) expert e's last row + 1
+        weight = (gate * kept).reshape(-1)  # (B*S,) float32, 0 for the dropped
+        on_host = x.device.type == "cpu" if self.count_on_host is None else self.count_on_host
+        if on_host:  # compute the kept rows only: their number is a host read (free on a CPU)
+            index = order[: int(ends[-1])]
+        else:  # no host read: the dropped rows go through the last expert and are weighted 0
+            index = order
+            ends = torch.cat([ends[:-1], ends.new_full((1,), B * S)])
+        expert_out = self.experts(x.reshape(-1, D).index_select(0, index), ends)  # (rows, D)
+        weight = weight.index_select(0, index).to(expert_out.dtype).unsqueeze(-1)  # (rows, 1)
+        out = expert_out * weight
+        return out.new_zeros(B * S, D).index_copy(0, index, out).view(B, S, D)
+
+    def dispatch_capacity(self, x: torch.Tensor, expert: torch.Tensor, position: torch.Tensor,
+                          gate: torch.Tensor, kept: torch.Tensor, C: int) -> torch.Tensor:
+        """Token (b, s) of expert e at queue position p -> row (e, b * C + p) of an (E, B * C, D)
+        buffer; dropped tokens -> a spare last row, discarded (its gradient is zero)."""
+        B, S, D = x.shape
+        E = self.config.num_experts
+        slots = E * B * C
+        group = torch.arange(B, device=x.device)[:, None] * C  # (B, 1)
+        row = torch.where(kept, expert * (B * C) + group + position, slots).reshape(-1)  # (B*S,)
+        buffer = x.new_zeros(slots + 1, D).index_copy(0, row, x.reshape(-1, D))[:slots]
+        out = self.experts.batched(buffer.view(E, B * C, D)).reshape(slots, D)
+        out = torch.cat([out, out.new_zeros(1, D)]).index_select(0, row)  # (B*S, D), 0 for the dropped
+        return (out * (gate * kept).reshape(-1, 1).to(out.dtype)).view(B, S, D)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, Routing]:
         B, S, D = x.shape
@@ -228,20 +313,8 @@ class SwitchFeedForward(nn.Module):
         position = choice.cumsum(dim=1).gather(-1, expert.unsqueeze(-1)).squeeze(-1) - 1  # (B, S)
         kept = position < C
 
-        # Dispatch: sort the tokens by expert, the dropped ones under a key E that sorts them
-        # last, so that each expert's tokens are contiguous rows (in token order: a stable
-        # sort) and the kept ones a prefix. The experts compute exactly those rows (neither
-        # empty capacity slots nor dropped tokens); their outputs, scaled by the gate, are
-        # copied back into place, and a dropped token's output stays 0.
-        key = torch.where(kept, expert, E).reshape(-1)  # (B*S,)
-        order = torch.argsort(key, stable=True)
-        ends = torch.bincount(key, minlength=E + 1)[:E].cumsum(0).to(torch.int32)  # (E,) expert e's last row + 1
-        # The kept tokens. The number of rows is the one host read (a sync on a GPU, where
-        # grouped_mm's fallback for non-bf16 inputs reads the offsets on the host anyway).
-        index = order[: int(ends[-1])]
-        expert_out = self.experts(x.reshape(-1, D).index_select(0, index), ends)  # (kept, D)
-        weight = gate.reshape(-1).index_select(0, index).to(x.dtype).unsqueeze(-1)  # (kept, 1)
-        y = x.new_zeros(B * S, D).index_copy(0, index, expert_out * weight).view(B, S, D)
+        y = self.dispatch_sorted(x, expert, gate, kept) if self.use_sorted(x) else \
+            self.dispatch_capacity(x, expert, position, gate, kept, C)
 
         # Switch eq. 4-6 per group, averaged over groups; f counts choices before dropping
         fraction = choice.float().mean(dim=1)  # (B, E) f_i
