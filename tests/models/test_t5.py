@@ -66,6 +66,26 @@ def test_forward_backward_every_head(config, head):
     assert no_labels.loss is None
 
 
+def test_fused_attention_equals_the_written_out_one(monkeypatch):
+    """SDPA with the trained position bias (a GPU's default) gives the loss and gradients of the
+    written-out attention."""
+    config = t5.from_name("t5-tiny", vocab_size=97)
+    torch.manual_seed(0)
+    model = t5.T5ForConditionalGeneration(config)
+    batch = make_batch(config, t5.T5ForConditionalGeneration)
+    results = []
+    for fused in (False, True):
+        monkeypatch.setattr(t5.T5Attention, "fused", fused)
+        model.zero_grad()
+        out = model(**batch)
+        out.loss.backward()
+        results.append((out.logits.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}))
+    (logits0, grads0), (logits1, grads1) = results
+    torch.testing.assert_close(logits1, logits0, atol=1e-5, rtol=1e-5)
+    for name in grads0:
+        torch.testing.assert_close(grads1[name], grads0[name], atol=1e-5, rtol=1e-4, msg=name)
+
+
 def test_labels_alone_are_shifted_into_decoder_inputs(config):
     model = t5.T5ForConditionalGeneration(config).eval()
     batch = make_batch(config, t5.T5ForConditionalGeneration)

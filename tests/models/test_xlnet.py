@@ -60,6 +60,30 @@ def test_lm_forward_backward_on_a_permutation_batch(untie_r):
     assert "mems" not in out.aux  # mem_len 0
 
 
+@pytest.mark.parametrize("target_mapping", [True, False])
+def test_fused_attention_equals_the_written_out_one(monkeypatch, target_mapping):
+    """The SDPA path (a GPU's default) computes the same loss and gradients as the written-out
+    scores, with padding, segments and both streams."""
+    torch.manual_seed(0)
+    model = xlnet.XLNetLMHeadModel(tiny(dropout=0.0))
+    batch = perm_batch()
+    if not target_mapping:
+        batch = {k: v for k, v in batch.items() if k not in ("perm_mask", "target_mapping", "labels")}
+        batch["labels"] = batch["input_ids"]
+    results = []
+    for fused in (False, True):
+        monkeypatch.setattr(xlnet.XLNetRelativeAttention, "fused", fused)
+        model.zero_grad()
+        out = model(**batch)
+        out.loss.backward()
+        results.append((out.logits.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}))
+    (logits0, grads0), (logits1, grads1) = results
+    torch.testing.assert_close(logits1, logits0, atol=1e-5, rtol=1e-5)
+    assert grads1.keys() == grads0.keys()
+    for name in grads0:
+        torch.testing.assert_close(grads1[name], grads0[name], atol=1e-5, rtol=1e-4, msg=name)
+
+
 def test_without_target_mapping_the_content_stream_predicts_every_position():
     torch.manual_seed(0)
     model = xlnet.XLNetLMHeadModel(tiny()).eval()

@@ -199,7 +199,12 @@ class RelativePositionBias(nn.Module):
 
 
 class T5Attention(nn.Module):
-    """Self- or cross-attention without biases and without the 1/sqrt(d_kv) logit scaling."""
+    """Self- or cross-attention without biases and without the 1/sqrt(d_kv) logit scaling.
+    ``fused`` None (the default): a trained position bias goes through
+    ``scaled_dot_product_attention`` on a GPU (its memory-efficient kernel gives the bias a
+    gradient) and is written out elsewhere (below); True or False forces one."""
+
+    fused: bool | None = None
 
     def __init__(self, config: T5Config):
         super().__init__()
@@ -243,9 +248,10 @@ class T5Attention(nn.Module):
                 if cache is not None:
                     cache[prefix + "k"], cache[prefix + "v"] = k, v
         p = self.dropout if self.training else 0.0
-        if bias is not None and bias.requires_grad:
-            # Training the position bias: SDPA's fused kernels give no gradient for attn_mask, so
-            # it would fall back to its math path, which also multiplies q and k by sqrt(scale)
+        fused = self.fused if self.fused is not None else x.is_cuda
+        if bias is not None and bias.requires_grad and not fused:
+            # Training the position bias on a CPU: SDPA's fused kernel there gives no gradient for
+            # attn_mask, so it would fall back to its math path, which also multiplies q and k by sqrt(scale)
             # and checks every row for -inf (_safe_softmax; our masks are finite). The same
             # operations written out skip that work (about a quarter of the attention's time).
             scores = torch.matmul(q, k.transpose(-1, -2)).add_(bias)  # (B, H, Q, K)

@@ -26,6 +26,10 @@ Read top to bottom:
    but the same position in the next layer, so the L - P others (which transformers computes
    and then drops through ``target_mapping``) are never computed. Likewise, when the query
    stream is the output, the last layer's content stream is only needed for its keys and values.
+   After the attention, both streams go through the output projection, LayerNorm and the
+   feed-forward network as one tensor (row-wise operations: one pass instead of two). On a GPU
+   the content term, softmax and values are one ``scaled_dot_product_attention`` call with
+   the other score terms as its additive mask (``XLNetRelativeAttention.fused``).
 
 5. ``XLNetModel``: the masks (perm_mask, padding, memory), the streams, the layers, memories.
 6. Heads: ``XLNetLMHeadModel`` (permutation LM) and ``XLNetForSequenceClassification``.
@@ -57,7 +61,7 @@ and the position keys, the same for every row, multiply all B * L queries of a h
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -210,6 +214,16 @@ class StreamMasks:
     seg_g: torch.Tensor | None = None  # (B, P, K)
     shift_g: torch.Tensor | None = None  # (B, P, K): rel_gather_index of the targets
     real_g: torch.Tensor | None = None  # (B, P, 1): 0.0 on target_mapping's zero rows
+    biases: dict = field(default_factory=dict)  # mask_bias of each mask, made once per dtype
+
+    def bias(self, stream: str, dtype: torch.dtype) -> torch.Tensor | None:
+        """The score bias of stream "h" or "g" (mask_bias), shared by every layer."""
+        mask = self.mask_h if stream == "h" else self.mask_g
+        if mask is None:
+            return None
+        if (stream, dtype) not in self.biases:
+            self.biases[stream, dtype] = mask_bias(mask, dtype)
+        return self.biases[stream, dtype]
 
 
 def mask_bias(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -229,7 +243,12 @@ def position_scores(q: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
 
 class XLNetRelativeAttention(nn.Module):
     """Relative attention shared by both streams; post-attention residual + LayerNorm.
-    Computed heads first, (H, B, L, d), so that every product is one batched matmul."""
+    Computed heads first, (H, B, L, d), so that every product is one batched matmul.
+    ``fused`` None (the default): the content term, softmax and values go through
+    ``scaled_dot_product_attention`` on a GPU, written out elsewhere (on a CPU SDPA has no
+    fused kernel that gives the additive scores a gradient); True or False forces one."""
+
+    fused: bool | None = None
 
     def __init__(self, config: XLNetConfig):
         super().__init__()
@@ -258,28 +277,37 @@ class XLNetRelativeAttention(nn.Module):
         y = F.linear(x, torch.cat(weights) if len(weights) > 1 else weights[0])  # (B, L, n * H * d)
         return y.view(B, L, len(weights), self.n_heads, self.d_head).permute(2, 3, 0, 1, 4).contiguous().unbind(0)
 
-    def core(self, q, k, v, r, mask, seg, biases, gather_index=None) -> torch.Tensor:
+    def core(self, q, k, v, r, masks: StreamMasks, stream: str, biases) -> torch.Tensor:
         """q (H, B, Q, d), already scaled by 1/sqrt(d); k, v (H, B, K, d); r (H, B|1, d, R);
-        mask (B|1, Q, K) bool or None; seg (B, Q, K) float or None; biases (H, 1, 1, d) each,
-        scaled as q; gather_index (B, Q, K) for queries at target positions, None for the
-        content stream (its queries are the segment's positions, shifted by rel_shift_bi)."""
+        stream "h" (the content stream: its queries are the segment's positions, shifted by
+        rel_shift_bi) or "g" (queries at the target positions, gathered by ``masks.shift_g``),
+        whose mask and segment matrix ``masks`` holds; biases (H, 1, 1, d) each, scaled as q."""
         r_w, r_r, r_s = biases
         H, B, Q, d = q.shape
         K = k.size(2)
         # position term (q_i + v)^T r_{i-j}: against the R distances, then per key
         position = position_scores(q + r_r, r)  # (H, B, Q, R)
-        if gather_index is None:
+        if stream == "h":
             scores = rel_shift_bi(position, K)  # (H, B, Q, K)
         else:
-            scores = position.gather(-1, gather_index.expand(H, -1, -1, -1))  # (H, B, Q, K)
+            scores = position.gather(-1, masks.shift_g.expand(H, -1, -1, -1))  # (H, B, Q, K)
+        mask = masks.bias(stream, scores.dtype)  # (B|1, Q, K), the same for every head
         if mask is not None:
-            scores = scores + mask_bias(mask, scores.dtype)  # (B|1, Q, K), the same for every head
+            scores = scores + mask
+        seg = masks.seg_h if stream == "h" else masks.seg_g
         if seg is not None:
             # segment term (q_i + b)^T s_ij, s_ij = seg_embed[0] (same segment) or seg_embed[1]:
             # the seg_embed[0] part is the same for every key of row i, which the softmax
             # cancels, so only (q_i + b)^T (seg_embed[1] - seg_embed[0]) on different-segment keys
             diff = (self.seg_embed[1] - self.seg_embed[0])[:, None, :, None]  # (H, 1, d, 1)
             scores = torch.addcmul(scores, seg, (q + r_s) @ diff)  # (B, Q, K) x (H, B, Q, 1)
+        fused = self.fused if self.fused is not None else q.is_cuda
+        if fused:
+            # the rest in one fused kernel (on a GPU, memory-efficient SDPA, which also gives the
+            # position scores their gradient): the content term, softmax, dropout and the values,
+            # without the probabilities ever in memory
+            p = self.dropout.p if self.training else 0.0
+            return F.scaled_dot_product_attention(q + r_w, k, v, attn_mask=scores, dropout_p=p, scale=1.0)
         # content term (q_i + u)^T k_j, added by the matmul itself
         scores = torch.baddbmm(scores.reshape(H * B, Q, K), (q + r_w).view(H * B, Q, d),
                                k.view(H * B, K, d).transpose(1, 2))  # (H * B, Q, K)
@@ -294,7 +322,16 @@ class XLNetRelativeAttention(nn.Module):
     def forward(self, h, g, mem, pos_emb, masks: StreamMasks, shared_biases, need_h: bool = True):
         """h (B, L, D) content stream; g (B, P, D) query stream at the target positions, or
         None; mem (B, M, D) or None; pos_emb (B|1, R, D). need_h False (the last layer, when
-        the query stream is the output): h only gives the keys and values, and h_out is None."""
+        the query stream is the output): h only gives the keys and values, and h_out is None.
+        Returns (h_out, g_out)."""
+        out, n_h = self.attend(h, g, mem, pos_emb, masks, shared_biases, need_h)
+        return (out[:, :n_h] if need_h else None), (out[:, n_h:] if g is not None else None)
+
+    def attend(self, h, g, mem, pos_emb, masks: StreamMasks, shared_biases, need_h: bool = True):
+        """``forward``'s streams side by side: (B, n_h + P, D), the content stream's n_h rows
+        (L, or 0 when not needed) then the query stream's P. Every step after the scores acts
+        on each row alone (output projection, residual, LayerNorm, and the layer's feed-forward
+        network), so both streams go through them together: one pass of each, not two."""
         H, d = self.n_heads, self.d_head
         biases = (self.r_w_bias, self.r_r_bias, self.r_s_bias) if self.r_w_bias is not None else shared_biases
         biases = tuple((b * self.scale)[:, None, None, :] for b in biases)  # (H, 1, 1, d) each
@@ -309,15 +346,15 @@ class XLNetRelativeAttention(nn.Module):
         r = self.r(pos_emb).view(Br, R, H, d).permute(2, 0, 3, 1)  # (H, B|1, d, R)
 
         # content stream: every position, may see its own token
-        h_out = None
-        if need_h:
-            h_out = self.post(h, self.core(q, k, v, r, masks.mask_h, masks.seg_h, biases))  # (B, L, D)
+        vec_h = self.core(q, k, v, r, masks, "h", biases) if need_h else None  # (H, B, L, d)
         if g is None:
-            return h_out, None
+            return self.post(h, vec_h), h.size(1)
         # query stream: the same keys and values, queried from the targets' positions
         q_g = self.heads(g, w_q)[0]  # (H, B, P, d)
-        vec_g = self.core(q_g, k, v, r, masks.mask_g, masks.seg_g, biases, masks.shift_g)  # (H, B, P, d)
-        return h_out, self.post(g, vec_g * masks.real_g)  # zero rows attend to nothing, as in transformers
+        vec_g = self.core(q_g, k, v, r, masks, "g", biases) * masks.real_g  # zero rows attend to nothing, as in transformers
+        if vec_h is None:
+            return self.post(g, vec_g), 0
+        return self.post(torch.cat([h, g], dim=1), torch.cat([vec_h, vec_g], dim=2)), h.size(1)
 
 
 class XLNetLayer(nn.Module):
@@ -327,8 +364,9 @@ class XLNetLayer(nn.Module):
         self.ff = PositionwiseFF(config.d_model, config.d_inner, config.act, config.dropout, config.eps)
 
     def forward(self, h, g, mem, pos_emb, masks, shared_biases, need_h=True):
-        h, g = self.rel_attn(h, g, mem, pos_emb, masks, shared_biases, need_h)
-        return (self.ff(h) if h is not None else None), (self.ff(g) if g is not None else None)  # one FF, both streams
+        out, n_h = self.rel_attn.attend(h, g, mem, pos_emb, masks, shared_biases, need_h)
+        out = self.ff(out)  # one FF, both streams side by side
+        return (out[:, :n_h] if need_h else None), (out[:, n_h:] if g is not None else None)
 
 
 # ----------------------------------------------------------------------------- model
