@@ -1,6 +1,7 @@
 """Benchmark: training-step throughput of our models against transformers' with the same config.
 
     .venv/bin/python benchmarks/models.py [--device cuda --dtype bfloat16]
+    PYTHONPATH=src python3 benchmarks/models.py --device cuda --dtype bfloat16 --steps 10 [--batch 32 --length 512]
 
 For each architecture with a transformers counterpart, our model and the transformers model
 converted from it (same weights, same config, same head) train on the same random batch:
@@ -17,19 +18,23 @@ import torch
 
 from lmforge.interop.hf import to_hf
 from lmforge.models.registry import build_model
+from lmforge.models.switch import SwitchFeedForward
+from lmforge.models.t5 import T5Attention
+from lmforge.models.xlnet import XLNetRelativeAttention
 
 # (preset, head, overrides, batch kind): a small but not trivial shape, the same for every
 # architecture (4 layers, width 256, 4 heads, FFN 1024, vocabulary 8000), dropout 0
 SHAPE = dict(d_model=256, n_layers=4, n_heads=4, d_ff=1024)
 ENC_DEC = dict(d_model=256, d_ff=1024, n_heads=4, vocab_size=8000, dropout=0.0)
+POS = 256  # learned position tables: at least the benchmark's length (main() raises it for --length > 256)
 CASES = [
-    ("gpt2", "lm", dict(vocab_size=8000, n_positions=256, **SHAPE, dropout=0.0, attn_dropout=0.0, embd_dropout=0.0), "lm"),
-    ("openai-gpt", "lm", dict(vocab_size=8000, n_positions=256, **SHAPE, dropout=0.0, attn_dropout=0.0, embd_dropout=0.0), "lm"),
-    ("bert-base", "pretraining", dict(vocab_size=8000, max_positions=256, **SHAPE, dropout=0.0, attn_dropout=0.0), "pretraining"),
-    ("albert-base", "pretraining", dict(vocab_size=8000, max_positions=256, **SHAPE), "pretraining"),
-    ("ernie-1.0-base", "pretraining", dict(vocab_size=8000, max_positions=256, **SHAPE, dropout=0.0, attn_dropout=0.0), "pretraining"),
+    ("gpt2", "lm", dict(vocab_size=8000, n_positions=POS, **SHAPE, dropout=0.0, attn_dropout=0.0, embd_dropout=0.0), "lm"),
+    ("openai-gpt", "lm", dict(vocab_size=8000, n_positions=POS, **SHAPE, dropout=0.0, attn_dropout=0.0, embd_dropout=0.0), "lm"),
+    ("bert-base", "pretraining", dict(vocab_size=8000, max_positions=POS, **SHAPE, dropout=0.0, attn_dropout=0.0), "pretraining"),
+    ("albert-base", "pretraining", dict(vocab_size=8000, max_positions=POS, **SHAPE), "pretraining"),
+    ("ernie-1.0-base", "pretraining", dict(vocab_size=8000, max_positions=POS, **SHAPE, dropout=0.0, attn_dropout=0.0), "pretraining"),
     ("xlnet-base", "lm", dict(vocab_size=8000, d_model=256, n_layers=4, n_heads=4, d_head=64, d_inner=1024, dropout=0.0), "plm"),
-    ("bart-base", "seq2seq", dict(max_positions=256, encoder_layers=4, decoder_layers=4, attn_dropout=0.0, act_dropout=0.0, **ENC_DEC), "seq2seq"),
+    ("bart-base", "seq2seq", dict(max_positions=POS, encoder_layers=4, decoder_layers=4, attn_dropout=0.0, act_dropout=0.0, **ENC_DEC), "seq2seq"),
     ("t5-small", "seq2seq", dict(d_kv=64, n_layers=4, n_decoder_layers=4, **ENC_DEC), "seq2seq"),
     ("t5-v1_1-small", "seq2seq", dict(d_kv=64, n_layers=4, n_decoder_layers=4, **ENC_DEC), "seq2seq"),
     ("switch-base-8", "seq2seq", dict(d_kv=64, n_layers=4, n_decoder_layers=4, **ENC_DEC), "seq2seq"),
@@ -86,9 +91,12 @@ def step_fn(model: torch.nn.Module, batch: dict, dtype: torch.dtype, device: str
 
 
 def tokens_per_second(steps: list, tokens: int, windows: int = 5, per_window: int = 3) -> list[float]:
-    """Interleaved timing: in each window every contender runs ``per_window`` steps; best window counts."""
+    """Interleaved timing: in each window every contender runs ``per_window`` steps; best window counts.
+    On a GPU every step ends with ``torch.cuda.synchronize()`` (``step_fn``), so the host clock
+    reads finished work."""
     for s in steps:
-        s()  # warm-up
+        s()  # warm-up (two steps: the first allocates AdamW's state)
+        s()
     best = [0.0] * len(steps)
     for _ in range(windows):
         for i, s in enumerate(steps):
@@ -99,6 +107,32 @@ def tokens_per_second(steps: list, tokens: int, windows: int = 5, per_window: in
     return best
 
 
+def profile_steps(step, label: str, path: str, steps: int = 3) -> str:
+    """Profile ``steps`` training steps (after the timing, so warm): append the kernel and host
+    tables to ``path`` and return a one-line summary per step: device (kernel) time, kernel
+    launches and host-device synchronisations."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            step()
+    ka = prof.key_averages()
+    device_events = [e for e in prof.events() if e.device_type == DeviceType.CUDA]  # kernels, copies, memsets
+    kernel_us = sum(e.time_range.elapsed_us() for e in device_events) / steps
+    launches = sum(e.count for e in ka if e.key in ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel",
+                                                      "cuLaunchKernelEx", "cudaGraphLaunch")) / steps
+    syncs = sum(e.count for e in ka if "Synchronize" in e.key) / steps
+    copies = sum(e.count for e in ka if e.key.startswith("cudaMemcpy")) / steps
+    with open(path, "a") as f:
+        f.write(f"\n===== {label}\n")
+        f.write(ka.table(sort_by="self_device_time_total", row_limit=25))
+        f.write(ka.table(sort_by="self_cpu_time_total", row_limit=25))
+    return (f"{label}: {kernel_us / 1000:.2f} ms device time per step ({len(device_events) / steps:.0f} device "
+            f"events), {launches:.0f} launches, "
+            f"{syncs:.0f} synchronize calls, {copies:.0f} memcpy calls")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cpu")
@@ -106,24 +140,52 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--length", type=int, default=128)
     ap.add_argument("--only", nargs="*", help="preset names to run (default: all)")
+    ap.add_argument("--windows", type=int, default=5, help="timed windows (the best counts)")
+    ap.add_argument("--steps", type=int, default=3, help="steps per timed window")
+    ap.add_argument("--tf32", action="store_true", help="CUDA float32 matmuls on TF32 tensor cores (default off)")
+    ap.add_argument("--profile", metavar="PATH", help="profile 3 steps of each model after timing; tables to PATH")
+    ap.add_argument("--switch-dispatch", default="auto", choices=["auto", "sorted", "capacity"],
+                    help="our Switch layer's dispatch (SwitchFeedForward.dispatch)")
+    ap.add_argument("--attention", default="auto", choices=["auto", "unfused"],
+                    help="XLNet's and T5's attention with trained scores: SDPA on a GPU (auto) or written out")
     args = ap.parse_args()
+    SwitchFeedForward.dispatch = args.switch_dispatch
+    if args.attention == "unfused":
+        XLNetRelativeAttention.fused = T5Attention.fused = False
     dtype = getattr(torch, args.dtype)
-    print(f"device {args.device}, {args.dtype}, batch {args.batch} x {args.length}, torch threads {torch.get_num_threads()}, "
-          f"shape {SHAPE}, vocab 8000; seq2seq targets {args.length // 4} long\n")
+    where = f"torch threads {torch.get_num_threads()}"
+    if args.device.startswith("cuda"):
+        torch.backends.cuda.matmul.allow_tf32 = args.tf32
+        torch.backends.cudnn.allow_tf32 = args.tf32
+        where = f"{torch.cuda.get_device_name()}, TF32 {'on' if args.tf32 else 'off'}"
+    import transformers
+
+    print(f"device {args.device} ({where}), torch {torch.__version__}, transformers {transformers.__version__}, "
+          f"{args.dtype}, batch {args.batch} x {args.length}, best of {args.windows} windows of {args.steps} steps, "
+          f"shape {SHAPE}, vocab 8000; seq2seq targets {args.length // 4} long; position tables "
+          f"{max(POS, args.length)}; our Switch dispatch {args.switch_dispatch}, "
+          f"attention {args.attention}\n")
     print("| architecture | ours tokens/s | transformers tokens/s | ratio ours / transformers |")
     print("|---|---:|---:|---:|")
+    notes: list[str] = []
     for name, head, overrides, kind in CASES:
         if args.only and name not in args.only:
             continue
         torch.manual_seed(0)
+        overrides = {k: max(v, args.length) if k in ("n_positions", "max_positions") else v for k, v in overrides.items()}
         ours = build_model(name, head=head, **overrides)
         theirs = to_hf(ours)
         ours.to(args.device).train()
         theirs.to(args.device).train()
         b_ours, b_theirs = make_batch(name, kind, 8000, args.batch, args.length, args.device)
-        rates = tokens_per_second([step_fn(ours, b_ours, dtype, args.device), step_fn(theirs, b_theirs, dtype, args.device)],
-                                  args.batch * args.length)
+        steps = [step_fn(ours, b_ours, dtype, args.device), step_fn(theirs, b_theirs, dtype, args.device)]
+        rates = tokens_per_second(steps, args.batch * args.length, args.windows, args.steps)
         print(f"| {name} ({head}) | {rates[0]:,.0f} | {rates[1]:,.0f} | {rates[0] / rates[1]:.2f}x |")
+        if args.profile:
+            notes.extend(profile_steps(s, f"{name} {who}", args.profile) for s, who in zip(steps, ("ours", "transformers")))
+        del ours, theirs, steps
+    for line in notes:
+        print(line)
 
 
 if __name__ == "__main__":
