@@ -24,9 +24,14 @@ $(VENV)/.installed-dev: pyproject.toml | $(PY)
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $@ $(VENV)/.installed
 
-$(DAGSTER_HOME)/dagster.yaml: dagster_project/dagster.yaml
+# DAGSTER_STORAGE=postgres: the instance on PostgreSQL (DAGSTER_PG_* in the environment).
+DAGSTER_STORAGE ?= sqlite
+DAGSTER_CONFIG := dagster_project/dagster$(if $(filter postgres,$(DAGSTER_STORAGE)),.postgres,).yaml
+
+.PHONY: $(DAGSTER_HOME)/dagster.yaml
+$(DAGSTER_HOME)/dagster.yaml:
 	mkdir -p $(DAGSTER_HOME)
-	cp dagster_project/dagster.yaml $@
+	cmp -s $(DAGSTER_CONFIG) $@ || cp $(DAGSTER_CONFIG) $@
 
 # Materialize every asset on the embedded default corpus through Dagster (runs recorded in
 # .dagster/, each stage then recorded in dvc.lock: `dvc status` is clean afterwards).
