@@ -106,14 +106,6 @@ class StageGraph:
     def edges(self) -> set[tuple[str, str]]:
         return {(up, s.name) for s in self for up in s.upstream}
 
-    def downstream(self, name: str) -> list[str]:
-        """``name`` and every stage that depends on it, in graph order."""
-        found = {name}
-        for s in self:
-            if any(u in found for u in s.upstream):
-                found.add(s.name)
-        return [s.name for s in self if s.name in found]
-
     def code_version(self, stage: Stage) -> str:
         """A short hash of the code and recipe files the stage runs (what Dagster shows as the
         asset's code version): it changes when they change."""
