@@ -7,18 +7,17 @@ links to runs in the MLflow UI. The DVC resource records a materialized stage in
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
 import subprocess
 import sys
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
 from dagster import ConfigurableResource, Failure
 
 from lmforge.config import ConfigError, Params, load_params
+from lmforge.tracking import file_lock
 
 
 def project_root() -> Path:
@@ -87,17 +86,6 @@ class DvcResource(ConfigurableResource):
         beside = Path(sys.executable).with_name("dvc")
         return str(beside) if beside.exists() else (shutil.which("dvc") or "dvc")
 
-    @contextmanager
-    def _one_at_a_time(self, root: Path) -> Iterator[None]:
-        lock = root / ".dvc" / "tmp" / "lmforge-commit.lock"
-        lock.parent.mkdir(parents=True, exist_ok=True)
-        with open(lock, "w") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
-
     def commit(self, root: Path, stage: str, stale: str | None, log: Callable[[str], None]) -> bool:
         """``dvc commit`` of ``stage``; returns whether dvc.lock was updated. ``stale``: why
         ``dvc.yaml`` does not describe the current graph (then nothing is committed)."""
@@ -109,7 +97,9 @@ class DvcResource(ConfigurableResource):
         if stale:
             log(f"dvc: {stale}; {stage} not recorded in dvc.lock (run `lmforge dvc`)")
             return False
-        with self._one_at_a_time(root):
+        lock = root / ".dvc" / "tmp" / "lmforge-commit.lock"
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        with file_lock(lock):
             done = subprocess.run([self._dvc(), "commit", "--force", stage], cwd=root,
                                   capture_output=True, text=True)
         if done.returncode != 0:

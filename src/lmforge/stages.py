@@ -52,12 +52,11 @@ Log = Callable[[str], None]
 
 @dataclass(frozen=True)
 class Output:
-    """A path a stage writes. ``cache=False``: small files kept in git rather than DVC's cache
-    (metrics); ``kind``: "out", "metrics" or "plots" (its section in ``dvc.yaml``)."""
+    """A path a stage writes; ``kind``: "out", "metrics" or "plots" (its section in ``dvc.yaml``).
+    All are cached by DVC: data/ is git-ignored, so a file kept out of the cache would be nowhere."""
 
     path: str
     kind: str = "out"
-    cache: bool = True
 
 
 @dataclass(frozen=True)
@@ -417,7 +416,7 @@ def dvc_stages(graph: StageGraph) -> dict[str, Any]:
         for section in ("outs", "metrics", "plots"):
             items = [o for o in s.outputs if {"outs": "out"}.get(section, section) == o.kind]
             if items:
-                entry[section] = [o.path if o.cache else {o.path: {"cache": False}} for o in items]
+                entry[section] = [o.path for o in items]
         stages[s.name] = entry
     doc: dict[str, Any] = {"stages": stages}
     if "report" in graph.stages:

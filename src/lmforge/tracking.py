@@ -132,13 +132,14 @@ def ensure_tracking_store(uri: str) -> None:
         if uri in _ENSURED:
             return
         db.parent.mkdir(parents=True, exist_ok=True)
-        with _file_lock(db.with_name(db.name + ".lock")):
+        with file_lock(db.with_name(db.name + ".lock")):
             MlflowClient(uri).search_experiments(max_results=1)  # creates / migrates the schema
         _ENSURED.add(uri)
 
 
 @contextlib.contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
+def file_lock(path: Path) -> Iterator[None]:
+    """An exclusive lock on ``path`` shared by every process on the machine (no-op off POSIX)."""
     try:
         import fcntl
     except ImportError:  # not POSIX: no cross-process lock
