@@ -55,9 +55,11 @@ from .layers import (
     MultiHeadAttention,
     TransformerBlock,
     attention_bias,
+    check_batch,
     check_transformer_config,
     init_normal,
     lm_loss,
+    no_padding,
     preset,
 )
 
@@ -272,7 +274,7 @@ class BartDecoder(_Positions):
         past = cache["self.length"] if cache else 0  # positions already decoded (incremental decoding)
         x = self.embed(tokens, start=past)  # (B, T, D)
         T = x.size(1)
-        if (attention_mask is None or bool(attention_mask.all())) and (past == 0 or T == 1):
+        if no_padding(attention_mask) and (past == 0 or T == 1):
             self_bias = None  # causal only (SDPA builds the mask), or one new position that sees every key
         else:  # padding and causality in one mask (B or 1, 1, T, past + T)
             self_bias = attention_bias(attention_mask, T, past + T, causal=True, dtype=x.dtype, device=x.device)
@@ -434,8 +436,7 @@ class BartForSequenceClassification(nn.Module):
             decoder_input_ids = shift_right(input_ids, c.decoder_start_id, c.pad_id)
         hidden, encoder_hidden = self.bart(input_ids, attention_mask, decoder_input_ids, decoder_attention_mask)
         is_eos = input_ids == c.eos_id
-        if not bool(is_eos.any(dim=1).all()):
-            raise ValueError(f"every row of input_ids needs an </s> (id {c.eos_id}) to classify from")
+        check_batch(is_eos.any(dim=1).all(), f"every row of input_ids needs an </s> (id {c.eos_id}) to classify from")
         B, L = is_eos.shape
         last_eos = (torch.arange(L, device=input_ids.device) * is_eos).argmax(dim=1)  # (B,)
         logits = self.head(hidden[torch.arange(B, device=hidden.device), last_eos])  # (B, num_labels)

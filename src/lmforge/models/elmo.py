@@ -60,7 +60,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .layers import ConfigError, ModelOutput, count_parameters, lm_loss, preset
+from .layers import ConfigError, ModelOutput, check_batch, count_parameters, lm_loss, preset
 
 # The bilm character scheme of tokenization/chars.py (models import torch only; a test checks
 # that the two agree): bytes 0-255, then bos, eos, bow, eow, padding.
@@ -331,8 +331,7 @@ def token_mask(char_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> t
     if attention_mask is None:
         attention_mask = (char_ids != PAD_CHAR).any(dim=-1)
     mask = attention_mask.long()
-    if not torch.equal(mask, mask.cummin(dim=1).values):
-        raise ValueError("ELMo: attention_mask must be right padding (each row 1s, then 0s)")
+    check_batch((mask == mask.cummin(dim=1).values).all(), "ELMo: attention_mask must be right padding (each row 1s, then 0s)")
     return mask
 
 

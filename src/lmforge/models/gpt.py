@@ -50,6 +50,7 @@ from .layers import (
     init_normal,
     lm_loss,
     check_transformer_config,
+    no_padding,
     preset,
     scaled_init_std,
 )
@@ -126,7 +127,7 @@ class GPTModel(nn.Module):
             raise ValueError(f"sequence length {L} exceeds n_positions {self.config.n_positions}")
         positions = torch.arange(L, device=input_ids.device)  # (L,)
         x = self.drop(self.wte(input_ids) + self.wpe(positions))  # (B, L, D)
-        if attention_mask is None or bool(attention_mask.all()):
+        if no_padding(attention_mask):
             bias, causal_only = None, True  # no padding: SDPA builds the causal mask itself
         else:  # padding and causality in one additive mask (B, 1, L, L)
             bias, causal_only = attention_bias(attention_mask, L, L, True, x.dtype, x.device), False

@@ -90,6 +90,33 @@ def activation(name: str):
     return ACTIVATIONS[name]
 
 
+# ----------------------------------------------------------------------------- host reads
+#
+# Eager code may read a small fact from the device to take a faster path (no padding: let
+# SDPA build the causal mask) or to validate a batch. Under ``torch.compile`` a host read
+# breaks the graph, so there the general path is taken and validation runs on the device.
+
+
+def no_padding(attention_mask: torch.Tensor | None) -> bool:
+    """True when ``attention_mask`` (1 = real token) is None or all ones: read on the host in
+    eager mode; under ``torch.compile`` False unless None (the mask is applied as it is)."""
+    if attention_mask is None:
+        return True
+    if torch.compiler.is_compiling():
+        return False
+    return bool(attention_mask.all())
+
+
+def check_batch(ok: torch.Tensor, message: str) -> None:
+    """Raise ValueError(message) unless the bool tensor ``ok`` is true. Under
+    ``torch.compile`` the check runs on the device (``torch._assert_async``: a RuntimeError
+    with the message on a CPU, a device-side assert on a GPU) so the graph does not break."""
+    if torch.compiler.is_compiling():
+        torch._assert_async(ok, message)
+    elif not bool(ok):
+        raise ValueError(message)
+
+
 # ----------------------------------------------------------------------------- masks
 
 
@@ -100,7 +127,7 @@ def attention_bias(
     the dtype's minimum where not. ``attention_mask`` is (B, k_len) with 1 for real tokens.
     None when nothing is masked (SDPA then takes its fastest path)."""
     bias = None
-    if attention_mask is not None and not bool(attention_mask.all()):
+    if not no_padding(attention_mask):
         keep = attention_mask[:, None, None, :].to(torch.bool)  # (B, 1, 1, K)
         bias = torch.zeros(keep.shape, dtype=dtype, device=device).masked_fill(~keep, torch.finfo(dtype).min)
     if causal:

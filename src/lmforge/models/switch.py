@@ -239,10 +239,12 @@ class SwitchFeedForward(nn.Module):
       ones to a spare row that is discarded), the experts as batched matmuls over the buffer
       (empty slots computed too: 25% more expert work at the training capacity factor 1.25),
       the outputs gathered back. No sort and no host read. Used where ``grouped_mm`` has no
-      fused kernel: a GPU computing in float32.
+      fused kernel: a GPU computing in float32, and under ``torch.compile`` (every shape is
+      static: no sort, no per-expert counts, nothing that breaks the graph).
 
-    ``dispatch`` "auto" (the default) picks by device and dtype; "sorted" or "capacity" force one.
-    ``count_on_host`` None (the default): the sorted dispatch reads the kept count on a CPU only.
+    ``dispatch`` "auto" (the default) picks by device, dtype and compilation; "sorted" or
+    "capacity" force one. ``count_on_host`` None (the default): the sorted dispatch reads the
+    kept count on a CPU only, and never under ``torch.compile``.
     """
 
     dispatch = "auto"
@@ -257,6 +259,8 @@ class SwitchFeedForward(nn.Module):
     def use_sorted(self, x: torch.Tensor) -> bool:
         if self.dispatch != "auto":
             return self.dispatch == "sorted"
+        if torch.compiler.is_compiling():
+            return False
         if x.device.type != "cuda":
             return True
         dtype = torch.get_autocast_dtype("cuda") if torch.is_autocast_enabled("cuda") else x.dtype
@@ -274,7 +278,9 @@ class SwitchFeedForward(nn.Module):
         order = torch.argsort(key, stable=True)
         ends = torch.bincount(key, minlength=E + 1)[:E].cumsum(0).to(torch.int32)  # (E,) expert e's last row + 1
         weight = (gate * kept).reshape(-1)  # (B*S,) float32, 0 for the dropped
-        on_host = x.device.type == "cpu" if self.count_on_host is None else self.count_on_host
+        on_host = self.count_on_host
+        if on_host is None:
+            on_host = x.device.type == "cpu" and not torch.compiler.is_compiling()
         if on_host:  # compute the kept rows only: their number is a host read (free on a CPU)
             index = order[: int(ends[-1])]
         else:  # no host read: the dropped rows go through the last expert and are weighted 0

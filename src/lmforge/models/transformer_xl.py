@@ -52,7 +52,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .layers import ConfigError, ModelOutput, activation, init_normal, lm_loss, preset
+from .layers import ConfigError, ModelOutput, activation, init_normal, lm_loss, no_padding, preset
 
 # ----------------------------------------------------------------------------- config
 
@@ -300,7 +300,7 @@ class TransformerXLModel(nn.Module):
         x = self.embed(input_ids)
 
         mask = causal_memory_mask(Q, M, c.mem_len, c.same_length, x.device)[None, None]  # (1, 1, Q, K)
-        if attention_mask is not None and not bool(attention_mask.all()):  # padded keys; memory stays visible
+        if not no_padding(attention_mask):  # padded keys; memory stays visible
             pad = attention_mask == 0  # (B, Q)
             pad = torch.cat([pad.new_zeros(B, M), pad], dim=1)  # (B, K)
             mask = mask | pad[:, None, None, :]  # (B, 1, Q, K)

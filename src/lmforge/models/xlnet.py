@@ -67,7 +67,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .layers import ConfigError, ModelOutput, activation, init_normal, lm_loss, preset
+from .layers import ConfigError, ModelOutput, activation, check_batch, init_normal, lm_loss, preset
 from .transformer_xl import PositionwiseFF, sinusoid_embedding
 
 # ----------------------------------------------------------------------------- config
@@ -168,14 +168,15 @@ def rel_shift_bi(x: torch.Tensor, klen: int) -> torch.Tensor:
     """XLNet's relative shift: (..., Q, R) scores against distances ``klen ... klen - R + 1``
     -> (..., Q, klen) scores against keys, ``out[i, j] = x[i, Q + j - i]`` (distance
     ``mlen + i - j``). Row i of the result starts ``Q - i`` entries into row i of x, so reading
-    x's memory with a row stride of ``R - 1`` from offset Q is the whole shift (the reference
-    re-reads (Q, R) as (R, Q), drops a row and reads back: the same view). Nothing wraps into
+    x's rows flattened, from entry Q on, in rows of ``R - 1`` is the whole shift: views only,
+    no copy after ``contiguous`` (the reference re-reads (Q, R) as (R, Q), drops a row, reads
+    back and copies the first klen columns). Nothing wraps into
     the next row because R covers every distance a (query, key) pair can have, so unlike
     Transformer-XL's ``rel_shift`` no zero column (and no garbage) is needed; with
     attn_type "uni" (R = klen + 1) the entries that do wrap are the masked future keys."""
-    *lead, Q, R = x.shape
-    x = x.contiguous()
-    return x.as_strided((*lead, Q, klen), (*x.stride()[:-2], R - 1, 1), x.storage_offset() + Q)
+    Q, R = x.shape[-2:]
+    flat = x.contiguous().flatten(-2)[..., Q:]  # (..., Q * (R - 1))
+    return flat.unflatten(-1, (Q, R - 1))[..., :klen]
 
 
 def rel_gather_index(positions: torch.Tensor, qlen: int, klen: int, rlen: int) -> torch.Tensor:
@@ -194,8 +195,7 @@ def target_positions(target_mapping: torch.Tensor) -> tuple[torch.Tensor, torch.
     only, exact for what the objective builds: one-hot rows at distinct positions."""
     tm = target_mapping.float()  # int8 from the feature converter
     one_hot = ((tm == 0) | (tm == 1)).all() & (tm.sum(-1) <= 1).all() & (tm.sum(1) <= 1).all()
-    if not bool(one_hot):
-        raise ValueError("target_mapping rows must be one-hot (or all zero) at distinct positions")
+    check_batch(one_hot, "target_mapping rows must be one-hot (or all zero) at distinct positions")
     return tm.argmax(-1), tm.sum(-1) > 0
 
 
