@@ -2,11 +2,15 @@
 
     .venv/bin/python benchmarks/models.py [--device cuda --dtype bfloat16]
     PYTHONPATH=src python3 benchmarks/models.py --device cuda --dtype bfloat16 --steps 10 [--batch 32 --length 512]
+    .venv/bin/python benchmarks/models.py --compile      # both models through torch.compile (inductor)
 
 For each architecture with a transformers counterpart, our model and the transformers model
 converted from it (same weights, same config, same head) train on the same random batch:
 forward + backward + AdamW step, tokens/s over the best of several timed windows, the two
 interleaved so machine load hits both alike. The ratio ours / transformers is what to read.
+With ``--compile`` both models are wrapped in ``torch.compile`` (the default inductor backend;
+compilation happens in the warm-up steps, untimed) and the graphs and graph breaks Dynamo
+finds in each model's forward are listed after the table.
 """
 
 from __future__ import annotations
@@ -133,6 +137,18 @@ def profile_steps(step, label: str, path: str, steps: int = 3) -> str:
             f"{syncs:.0f} synchronize calls, {copies:.0f} memcpy calls")
 
 
+def graph_breaks(model: torch.nn.Module, batch: dict) -> str:
+    """The graphs Dynamo makes of ``model``'s forward on ``batch`` and where it breaks."""
+    import torch._dynamo
+
+    with torch.autocast(device_type=next(model.parameters()).device.type, enabled=False):
+        explained = torch._dynamo.explain(model)(**batch)
+    torch._dynamo.reset()
+    reasons = sorted({str(r.reason).split("\n")[0] for r in explained.break_reasons})
+    return f"{explained.graph_count} graph(s), {explained.graph_break_count} break(s)" + (
+        f" ({'; '.join(reasons)})" if reasons else "")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cpu")
@@ -143,6 +159,7 @@ def main() -> None:
     ap.add_argument("--windows", type=int, default=5, help="timed windows (the best counts)")
     ap.add_argument("--steps", type=int, default=3, help="steps per timed window")
     ap.add_argument("--tf32", action="store_true", help="CUDA float32 matmuls on TF32 tensor cores (default off)")
+    ap.add_argument("--compile", action="store_true", help="torch.compile both models (inductor); list graph breaks")
     ap.add_argument("--profile", metavar="PATH", help="profile 3 steps of each model after timing; tables to PATH")
     ap.add_argument("--switch-dispatch", default="auto", choices=["auto", "sorted", "capacity"],
                     help="our Switch layer's dispatch (SwitchFeedForward.dispatch)")
@@ -164,7 +181,7 @@ def main() -> None:
           f"{args.dtype}, batch {args.batch} x {args.length}, best of {args.windows} windows of {args.steps} steps, "
           f"shape {SHAPE}, vocab 8000; seq2seq targets {args.length // 4} long; position tables "
           f"{max(POS, args.length)}; our Switch dispatch {args.switch_dispatch}, "
-          f"attention {args.attention}\n")
+          f"attention {args.attention}, {'torch.compile (inductor)' if args.compile else 'eager'}\n")
     print("| architecture | ours tokens/s | transformers tokens/s | ratio ours / transformers |")
     print("|---|---:|---:|---:|")
     notes: list[str] = []
@@ -178,12 +195,17 @@ def main() -> None:
         ours.to(args.device).train()
         theirs.to(args.device).train()
         b_ours, b_theirs = make_batch(name, kind, 8000, args.batch, args.length, args.device)
-        steps = [step_fn(ours, b_ours, dtype, args.device), step_fn(theirs, b_theirs, dtype, args.device)]
+        models = [ours, theirs]
+        if args.compile:
+            notes.append(f"{name}: " + ", ".join(f"{who} {graph_breaks(m, b)}" for m, b, who in
+                                                  ((ours, b_ours, "ours"), (theirs, b_theirs, "transformers"))))
+            models = [torch.compile(m) for m in models]
+        steps = [step_fn(m, b, dtype, args.device) for m, b in zip(models, (b_ours, b_theirs))]
         rates = tokens_per_second(steps, args.batch * args.length, args.windows, args.steps)
         print(f"| {name} ({head}) | {rates[0]:,.0f} | {rates[1]:,.0f} | {rates[0] / rates[1]:.2f}x |")
         if args.profile:
             notes.extend(profile_steps(s, f"{name} {who}", args.profile) for s, who in zip(steps, ("ours", "transformers")))
-        del ours, theirs, steps
+        del ours, theirs, models, steps
     for line in notes:
         print(line)
 

@@ -147,9 +147,29 @@ def test_switch_dispatch_choice_under_compile(monkeypatch):
     x = torch.zeros(1, 4, layer.config.d_model)
     assert layer.use_sorted(x)  # eager, CPU
     monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
-    assert not layer.use_sorted(x)
+    assert not layer.use_sorted(x)  # float32: grouped_mm does not trace
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert layer.use_sorted(x)  # bf16: it does
+    assert layer.use_sorted(x.bfloat16())
     monkeypatch.setattr(switch.SwitchFeedForward, "dispatch", "sorted")
     assert layer.use_sorted(x)  # a forced dispatch is kept
+
+
+def test_switch_compiles_with_the_sorted_dispatch_in_bf16():
+    """Under bf16 autocast the compiled layer sorts the tokens (every dropped one riding along
+    with the last expert, weighted 0, so no host read); eager on a CPU computes only the kept
+    rows: the same loss and gradients up to bf16 rounding."""
+    torch.manual_seed(0)
+    model = build_model("switch-tiny", head="seq2seq", capacity_factor_train=0.5, capacity_factor_eval=0.5).eval()
+    batch = batch_for("switch-tiny", "seq2seq", B=2, L=16)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss, grads = loss_and_grads(model, batch)
+        compiled = torch.compile(model, backend="aot_eager", fullgraph=True)
+        c_loss, c_grads = loss_and_grads(model, batch, compiled)
+    assert model(**batch).aux["dropped_fraction"].max() > 0
+    torch.testing.assert_close(c_loss, loss, atol=2e-2, rtol=2e-2)
+    for name in grads:
+        torch.testing.assert_close(c_grads[name], grads[name], atol=2e-2, rtol=5e-2, msg=lambda m, n=name: f"{n}: {m}")
 
 
 @pytest.mark.slow

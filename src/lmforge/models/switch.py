@@ -239,8 +239,9 @@ class SwitchFeedForward(nn.Module):
       ones to a spare row that is discarded), the experts as batched matmuls over the buffer
       (empty slots computed too: 25% more expert work at the training capacity factor 1.25),
       the outputs gathered back. No sort and no host read. Used where ``grouped_mm`` has no
-      fused kernel: a GPU computing in float32, and under ``torch.compile`` (every shape is
-      static: no sort, no per-expert counts, nothing that breaks the graph).
+      fused kernel: a GPU computing in float32, and under ``torch.compile`` unless the experts
+      compute in bf16 (``grouped_mm`` traces in bf16 only; compiled, the sorted dispatch reads
+      nothing on the host, so every shape is static).
 
     ``dispatch`` "auto" (the default) picks by device, dtype and compilation; "sorted" or
     "capacity" force one. ``count_on_host`` None (the default): the sorted dispatch reads the
@@ -259,12 +260,11 @@ class SwitchFeedForward(nn.Module):
     def use_sorted(self, x: torch.Tensor) -> bool:
         if self.dispatch != "auto":
             return self.dispatch == "sorted"
-        if torch.compiler.is_compiling():
-            return False
-        if x.device.type != "cuda":
+        dtype = torch.get_autocast_dtype(x.device.type) if torch.is_autocast_enabled(x.device.type) else x.dtype
+        if x.device.type != "cuda" and not torch.compiler.is_compiling():
             return True
-        dtype = torch.get_autocast_dtype("cuda") if torch.is_autocast_enabled("cuda") else x.dtype
-        return dtype == torch.bfloat16  # grouped_mm's fused kernels (Hopper and later) take bf16
+        # grouped_mm's fused kernels (Hopper and later) take bf16; compiled, grouped_mm traces in bf16 only
+        return dtype == torch.bfloat16
 
     def dispatch_sorted(self, x: torch.Tensor, expert: torch.Tensor, gate: torch.Tensor,
                         kept: torch.Tensor) -> torch.Tensor:
@@ -276,7 +276,8 @@ class SwitchFeedForward(nn.Module):
         E = self.config.num_experts
         key = torch.where(kept, expert, E).reshape(-1)  # (B*S,)
         order = torch.argsort(key, stable=True)
-        ends = torch.bincount(key, minlength=E + 1)[:E].cumsum(0).to(torch.int32)  # (E,) expert e's last row + 1
+        counts = key.new_zeros(E + 1).scatter_add_(0, key, torch.ones_like(key))  # (E + 1,): a static shape, unlike bincount's
+        ends = counts[:E].cumsum(0).to(torch.int32)  # (E,) expert e's last row + 1
         weight = (gate * kept).reshape(-1)  # (B*S,) float32, 0 for the dropped
         on_host = self.count_on_host
         if on_host is None:
