@@ -20,7 +20,7 @@ from lmforge.models.layers import ModelOutput
 from lmforge.training.module import LMForgeModule, NonFiniteLossError, lr_lambda
 from lmforge.training.recipes import OptimConfig
 
-from .conftest import edit_recipe
+from .conftest import edit_recipe, write_params
 
 
 def history(path: Path) -> dict[int, float]:
@@ -196,3 +196,28 @@ def test_stream_sampler_ranks_partition_the_global_batch_and_resume_mid_run():
     assert sorted(epochs[0]) == list(range(50)) and sorted(epochs[1]) == list(range(50)) and epochs[0] != epochs[1]
     ordered = list(StreamSampler(50, 4, 5, seed=3, shuffle=False))
     assert [i for _, i in ordered] == list(range(20))
+
+
+@pytest.mark.slow
+def test_compiled_pretraining_follows_the_eager_losses(project):
+    """``train.compile: true`` (inductor) trains the same model as eager: the same loss at every
+    step (dropout drawn from eager's generator: ``fallback_random``), and the saved model loads
+    without any trace of the compiled wrapper. (Every architecture's compiled forward and
+    backward against eager: tests/models/test_compile.py.)"""
+    import torch._inductor.config
+
+    from lmforge import tracking
+    from lmforge.training.pretrain import run_pretrain
+
+    arch = "gpt"
+    run_pretrain(load_params(project / "params.yaml"), arch, log=lambda line: None)
+    write_params(project, train={"compile": True, "output": str(project / "compiled")})
+    with torch._inductor.config.patch(fallback_random=True):
+        run_pretrain(load_params(project / "params.yaml"), arch, log=lambda line: None)
+    eager = history(project / "models" / arch / "pretrain" / "history.csv")
+    compiled = history(project / "compiled" / arch / "pretrain" / "history.csv")
+    assert sorted(compiled) == sorted(eager) == [1, 2, 3, 4]
+    for step in eager:
+        assert compiled[step] == pytest.approx(eager[step], rel=1e-4), (step, compiled, eager)
+    state = tracking.load_model_dir(project / "compiled" / arch / "pretrain" / "model").state_dict()
+    assert not any("_orig_mod" in key for key in state)
