@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/models.py [--device cuda --dtype bfloat16]
     PYTHONPATH=src python3 benchmarks/models.py --device cuda --dtype bfloat16 --steps 10 [--batch 32 --length 512]
     .venv/bin/python benchmarks/models.py --compile      # both models through torch.compile (inductor)
+    PYTHONPATH=src python3 benchmarks/models.py --device cuda --dtype bfloat16 --compile --compile-mode reduce-overhead
 
 For each architecture with a transformers counterpart, our model and the transformers model
 converted from it (same weights, same config, same head) train on the same random batch:
@@ -160,6 +161,8 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=3, help="steps per timed window")
     ap.add_argument("--tf32", action="store_true", help="CUDA float32 matmuls on TF32 tensor cores (default off)")
     ap.add_argument("--compile", action="store_true", help="torch.compile both models (inductor); list graph breaks")
+    ap.add_argument("--compile-mode", default=None, choices=["default", "reduce-overhead", "max-autotune"],
+                    help="torch.compile's mode with --compile (reduce-overhead: CUDA graphs on a GPU)")
     ap.add_argument("--profile", metavar="PATH", help="profile 3 steps of each model after timing; tables to PATH")
     ap.add_argument("--switch-dispatch", default="auto", choices=["auto", "sorted", "capacity"],
                     help="our Switch layer's dispatch (SwitchFeedForward.dispatch)")
@@ -177,11 +180,12 @@ def main() -> None:
         where = f"{torch.cuda.get_device_name()}, TF32 {'on' if args.tf32 else 'off'}"
     import transformers
 
+    compiled = f"torch.compile (inductor, mode {args.compile_mode or 'default'})" if args.compile else "eager"
     print(f"device {args.device} ({where}), torch {torch.__version__}, transformers {transformers.__version__}, "
           f"{args.dtype}, batch {args.batch} x {args.length}, best of {args.windows} windows of {args.steps} steps, "
           f"shape {SHAPE}, vocab 8000; seq2seq targets {args.length // 4} long; position tables "
           f"{max(POS, args.length)}; our Switch dispatch {args.switch_dispatch}, "
-          f"attention {args.attention}, {'torch.compile (inductor)' if args.compile else 'eager'}\n")
+          f"attention {args.attention}, {compiled}\n")
     print("| architecture | ours tokens/s | transformers tokens/s | ratio ours / transformers |")
     print("|---|---:|---:|---:|")
     notes: list[str] = []
@@ -199,7 +203,7 @@ def main() -> None:
         if args.compile:
             notes.append(f"{name}: " + ", ".join(f"{who} {graph_breaks(m, b)}" for m, b, who in
                                                   ((ours, b_ours, "ours"), (theirs, b_theirs, "transformers"))))
-            models = [torch.compile(m) for m in models]
+            models = [torch.compile(m, mode=args.compile_mode) for m in models]
         steps = [step_fn(m, b, dtype, args.device) for m, b in zip(models, (b_ours, b_theirs))]
         rates = tokens_per_second(steps, args.batch * args.length, args.windows, args.steps)
         print(f"| {name} ({head}) | {rates[0]:,.0f} | {rates[1]:,.0f} | {rates[0] / rates[1]:.2f}x |")
