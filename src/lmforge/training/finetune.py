@@ -38,7 +38,7 @@ from .data import ObjectiveDataModule
 from .module import LMForgeModule
 from .pretrain import plot_history, tracking_factory
 from .recipes import finetune_dir, load_recipe, size_recipe, task_slug  # noqa: F401 (finetune_dir re-exported)
-from .run import History, build_trainer, fingerprint, prepare_checkpoints, world_size
+from .run import History, build_trainer, finished_result, fingerprint, prepare_checkpoints, world_size
 
 
 class ExampleList:
@@ -147,12 +147,10 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, log: Callable[[st
     fp = fingerprint("finetune", task_spec, task.summary(), recipe.finetune.model_dump(mode="json"),
                      optim.model_dump(mode="json"), params.finetune.max_length, params.train.seed,
                      sha256_file(pretrained_meta))
-    metrics_path = out_dir / "metrics.json"
-    if metrics_path.exists():
-        prev = json.loads(metrics_path.read_text(encoding="utf-8"))
-        if prev.get("fingerprint") == fp:
-            log(f"finetune {arch} on {task.name}: up to date")
-            return prev
+    prev = finished_result(out_dir, fp)
+    if prev is not None:
+        log(f"finetune {arch} on {task.name}: up to date")
+        return prev
 
     if params.train.threads:
         torch.set_num_threads(params.train.threads)
@@ -231,7 +229,7 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, log: Callable[[st
             name = f"lmforge-{arch}-{slug}"
             version = tracker.log_model(model_dir, name="model", registered_name=name)
             metrics["registered_model"] = {"name": name, "version": str(version.version)} if version else None
-        atomic_write_json(metrics_path, metrics)
+        atomic_write_json(out_dir / "metrics.json", metrics)
     t = metrics["test"]
     log(f"finetune {arch} on {task.name}: test accuracy {t['accuracy']:.3f}, macro-F1 {t['macro_f1']:.3f} "
         f"(majority {metrics['baselines']['majority']['accuracy']:.3f}, bag of words "

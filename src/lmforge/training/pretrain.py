@@ -29,7 +29,7 @@ from ..objectives.registry import OBJECTIVE_TOKENIZER
 from .data import ObjectiveDataModule
 from .module import LMForgeModule
 from .recipes import Recipe, load_recipe, size_recipe
-from .run import History, build_trainer, fingerprint, is_rank_zero, prepare_checkpoints, world_size
+from .run import History, build_trainer, finished_result, fingerprint, is_rank_zero, prepare_checkpoints, world_size
 
 
 def tokenizer_overrides(preset: str, vocab: Vocab) -> dict[str, Any]:
@@ -71,14 +71,10 @@ def run_pretrain(params: Params, arch: str, *, log: Callable[[str], None] = prin
     fp = fingerprint("pretrain", recipe.model_dump(mode="json"), size.model_dump(mode="json"),
                      getattr(params.dataset, recipe.objective).model_dump(mode="json"), params.dataset.seed,
                      params.train.seed, params.train.precision, store_manifest.read_text(encoding="utf-8"))
-    metrics_path = out_dir / "metrics.json"
-    if metrics_path.exists():
-        import json
-
-        prev = json.loads(metrics_path.read_text(encoding="utf-8"))
-        if prev.get("fingerprint") == fp:
-            log(f"pretrain {arch}: up to date")
-            return prev
+    prev = finished_result(out_dir, fp)
+    if prev is not None:
+        log(f"pretrain {arch}: up to date")
+        return prev
 
     if params.train.threads:
         torch.set_num_threads(params.train.threads)
@@ -154,7 +150,7 @@ def run_pretrain(params: Params, arch: str, *, log: Callable[[str], None] = prin
         if params.tracking.register_models:
             version = tracker.log_model(model_dir, name="model", registered_name=f"lmforge-{arch}")
             metrics["registered_model"] = {"name": f"lmforge-{arch}", "version": str(version.version)} if version else None
-        atomic_write_json(metrics_path, metrics)
+        atomic_write_json(out_dir / "metrics.json", metrics)
     v = final
     log(f"pretrain {arch}: validation loss {start['loss'] if start else float('nan'):.3f} -> "
         f"{v['loss']:.3f} (unigram {v.get('unigram_loss', float('nan')):.3f}, uniform {v['uniform_loss']:.3f}), "

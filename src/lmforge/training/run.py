@@ -174,6 +174,17 @@ def fingerprint(*items: Any) -> str:
     return hashlib.sha256(json.dumps([__version__, *items], sort_keys=True, default=str).encode()).hexdigest()
 
 
+def finished_result(out_dir: Path, fp: str) -> dict | None:
+    """The metrics.json a finished run with fingerprint ``fp`` left in ``out_dir``, or None
+    (no run finished there, or one with other settings)."""
+    path = out_dir / "metrics.json"
+    if path.exists():
+        prev = json.loads(path.read_text(encoding="utf-8"))
+        if prev.get("fingerprint") == fp:
+            return prev
+    return None
+
+
 def prepare_checkpoints(out_dir: Path, fp: str, log) -> Path | None:
     """The checkpoint to resume from, if the stage's previous attempt had the same fingerprint;
     checkpoints of different settings are removed (they cannot be continued)."""
