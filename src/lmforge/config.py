@@ -13,11 +13,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, ValidationError, field_validator
 
+from .errors import ConfigError
 from .schema import StrictModel
-
-
-class ConfigError(ValueError):
-    """A configuration problem, with the offending key in the message."""
 
 
 _Strict = StrictModel

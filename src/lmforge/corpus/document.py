@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
+from ..errors import LmforgeError
 
 # Column layout of every Parquet shard the corpus and cleaning stages write.
 SCHEMA = pa.schema(
@@ -30,5 +31,5 @@ class Document:
     metadata: dict[str, Any] = field(default_factory=dict)
 
 
-class CorpusError(RuntimeError):
+class CorpusError(LmforgeError, RuntimeError):
     """Bad input: an unreadable, truncated, binary or undecodable file, a missing path, an empty corpus."""

@@ -63,6 +63,7 @@ from ..objectives.features import pad_batch
 from ..tokenization.chars import BOS_CHAR, EOS_CHAR, encode_word, marker
 from ..tokenization.kinds import ARCHITECTURE_TOKENIZER
 from .tasks import Example, Task
+from ..errors import LmforgeError
 
 TEXT_TO_TEXT = frozenset({"t5", "switch", "bart"})
 BERT_LIKE = frozenset({"bert", "ernie", "albert"})
@@ -83,7 +84,7 @@ LAYOUTS: dict[str, str] = {
 }
 
 
-class FeatureError(ValueError):
+class FeatureError(LmforgeError, ValueError):
     """Inputs that cannot be built: unknown architecture, a tokenizer without a needed special
     token, a ``max_length`` too small for the special tokens, an unknown label."""
 

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import xxhash
+from ..errors import LmforgeError
 
 DEFAULT_TASK = "docstring_kind"
 SPLIT_NAMES = ("train", "validation", "test")
@@ -60,7 +61,7 @@ LABEL_COLUMN = "label"
 FILE_SUFFIXES = (".csv", ".tsv", ".jsonl")
 
 
-class TaskError(ValueError):
+class TaskError(LmforgeError, ValueError):
     """A task that cannot be built: the message names the spec, file, column or row at fault."""
 
 

@@ -15,12 +15,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..errors import ConfigError
+
 
 # ----------------------------------------------------------------------------- configs
-
-
-class ConfigError(ValueError):
-    """An unknown option, an incompatible combination, or an unknown preset."""
 
 
 def replace_config(config: Any, **overrides: Any) -> Any:

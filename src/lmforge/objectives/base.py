@@ -17,11 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from ..errors import LmforgeError
 
 IGNORE_INDEX = -100  # label value the losses skip (PyTorch's cross_entropy default)
 
 
-class ObjectiveError(ValueError):
+class ObjectiveError(LmforgeError, ValueError):
     """Bad objective parameters or a tokenizer without the special tokens an objective needs."""
 
 

@@ -36,13 +36,14 @@ from ..corpus.document import CorpusError
 from ..splits import SPLITS, split_of
 from .corpus import clean_dir, clean_shards, iter_clean
 from .train import tokenizer_sha256
+from ..errors import LmforgeError
 
 WORD_START = 1
 SENTENCE_START = 2
 FILES = ("tokens.bin", "flags.bin", "doc_offsets.bin", "doc_ids.jsonl")
 
 
-class StoreError(RuntimeError):
+class StoreError(LmforgeError, RuntimeError):
     """A token store that is missing, corrupt, or does not match what was asked for."""
 
 

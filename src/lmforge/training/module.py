@@ -17,9 +17,10 @@ import torch
 from torch import nn
 
 from .recipes import OptimConfig
+from ..errors import LmforgeError
 
 
-class NonFiniteLossError(RuntimeError):
+class NonFiniteLossError(LmforgeError, RuntimeError):
     """The loss became NaN or infinite: the run stops, naming the step."""
 
 
