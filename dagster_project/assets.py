@@ -1,4 +1,4 @@
-"""One Dagster asset per stage of lmforge's stage graph, and the asset checks of lmforge.checks.
+"""One Dagster asset per stage of lmforge's stage graph, and the asset checks its kinds declare (lmforge.stages.kinds).
 
 Data stages run in the Dagster process (the library function the CLI also calls); training
 stages run as their own process through Dagster Pipes (under torchrun when train.devices > 1),
@@ -25,26 +25,13 @@ from dagster import (
     asset_check,
 )
 
-from lmforge.checks import CHECKS, CheckSpec, run_checks
 from lmforge.config import Params
-from lmforge.stages import Stage, StageGraph, dvc_yaml, missing_param_keys
+from lmforge.stages import KINDS, CheckSpec, Stage, StageGraph, dvc_yaml, missing_param_keys, run_checks
 
 from .metadata import stage_metadata
 from .resources import DvcResource, MLflowResource, ParamsResource
 
 HERE = Path(__file__).resolve().parent
-
-KINDS = {
-    "clean": {"python", "parquet"},
-    "tokenizer": {"huggingface", "json"},
-    "tokens": {"numpy"},
-    "dataset": {"python", "json"},
-    "pretrain": {"pytorch", "mlflow"},
-    "finetune": {"pytorch", "mlflow"},
-    "evaluate": {"mlflow", "json"},
-    "report": {"pandas", "matplotlib"},
-}
-
 
 @contextmanager
 def in_project(root: Path, run_id: str | None) -> Iterator[None]:
@@ -102,7 +89,7 @@ def stage_asset(stage: Stage, graph: StageGraph, max_runtime_s: int) -> AssetsDe
         group_name=stage.group,
         deps=[AssetKey(u) for u in stage.upstream],
         description=f"{stage.description}\n\nCommand: `{stage.cli}` (DVC stage `{stage.name}`).",
-        kinds=KINDS[stage.kind],
+        kinds=set(KINDS[stage.kind].tools),
         code_version=graph.code_version(stage),
         tags=tags,
         op_tags=op_tags,
@@ -132,7 +119,7 @@ def stage_asset(stage: Stage, graph: StageGraph, max_runtime_s: int) -> AssetsDe
 
 
 def stage_check(stage: Stage, graph: StageGraph, spec: CheckSpec):
-    """The asset check ``spec`` of ``stage``: lmforge.checks on the files the stage wrote."""
+    """The asset check ``spec`` of ``stage``: the check of the stage's kind on the files it wrote."""
 
     @asset_check(asset=AssetKey(stage.name), name=spec.name, description=spec.description, blocking=spec.blocking)
     def _check(params: ParamsResource) -> AssetCheckResult:
@@ -148,5 +135,5 @@ def stage_check(stage: Stage, graph: StageGraph, spec: CheckSpec):
 def build_assets(graph: StageGraph) -> tuple[list[AssetsDefinition], list]:
     max_runtime = int(graph.params.orchestrate.max_runtime_hours * 3600)
     assets = [stage_asset(s, graph, max_runtime) for s in graph]
-    checks = [stage_check(s, graph, spec) for s in graph for spec in CHECKS.get(s.kind, [])]
+    checks = [stage_check(s, graph, spec) for s in graph for spec in KINDS[s.kind].checks]
     return assets, checks

@@ -1,19 +1,71 @@
-"""The ``lmforge`` command line: one command per stage."""
+"""The ``lmforge`` command line: one command per stage, each running its stages of the stage graph
+(``lmforge stages``), plus ``run`` (all of them), ``dvc`` and ``stages``."""
 
 from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 
 import click
 
-from .config import ConfigError, load_params
-from .corpus.document import CorpusError
+from .config import ARCHITECTURE_NAMES, ConfigError, Params, load_params
+from .objectives.registry import OBJECTIVES
+from .tokenization.kinds import KINDS as TOKENIZER_KINDS
+from .errors import LmforgeError
+
+# What a command reports as one line instead of a traceback: lmforge's own errors (bad
+# configuration, input, corpus, task, ...) and the operating system's (a file that is missing
+# or cannot be written).
+USER_ERRORS: tuple[type[Exception], ...] = (LmforgeError, OSError)
 
 
 def _fail(message: str) -> None:
     click.echo(f"error: {message}", err=True)
     sys.exit(2)
+
+
+def _log(message: str) -> None:
+    click.echo(message, err=True)
+
+
+def _params(params_path: str, overrides: list[str]) -> Params:
+    try:
+        return load_params(params_path, overrides)
+    except ConfigError as exc:
+        _fail(str(exc))
+
+
+def _narrowed(params: Params, **sections: dict) -> Params:
+    """A copy of ``params`` with some keys set (validated): what a command asks for replaces
+    what params.yaml enables, so the graph holds exactly the stages to run."""
+    out = params.model_copy(deep=True)
+    for section, values in sections.items():
+        for key, value in values.items():
+            setattr(getattr(out, section), key, value)
+    return out
+
+
+def _run_stages(params: Params, select: Callable | None = None) -> None:
+    """Build the stage graph for ``params`` and run its stages (those ``select`` keeps) in order,
+    printing each one's summary. Errors are one line."""
+    from .stages import build_stages
+
+    try:
+        for stage in build_stages(params, root="."):
+            if select is None or select(stage):
+                click.echo(stage.summary(stage.run(params, _log)))
+    except USER_ERRORS as exc:
+        _fail(str(exc))
+
+
+# The data commands build a graph without the training stages: they need no recipes.
+_NO_TRAINING = {"architectures": []}
+
+# Names from the registries.
+_KIND = click.Choice(TOKENIZER_KINDS)
+_OBJECTIVE = click.Choice(list(OBJECTIVES))
+_ARCH = click.Choice(ARCHITECTURE_NAMES)
 
 
 @click.group()
@@ -36,8 +88,6 @@ def clean(inputs, output, params_path, overrides, workers, on_bad_input, max_doc
     Writes Parquet shards, stats.json and dropped/<reason>.jsonl samples to the output directory.
     Flags override params.yaml; a re-run with the same inputs resumes or reports it is up to date.
     """
-    from .cleaning.stage import run_clean
-
     flags = list(overrides)
     if inputs:
         flags.append("clean.inputs=" + json.dumps(list(inputs)))
@@ -45,23 +95,9 @@ def clean(inputs, output, params_path, overrides, workers, on_bad_input, max_doc
         if value is not None:
             flags.append(f"clean.{key}={json.dumps(value)}")
     params = _params(params_path, flags)
-    try:
-        result = run_clean(params.clean, log=lambda m: click.echo(m, err=True))
-    except _ERRORS as exc:
-        _fail(str(exc))
-        return
-    click.echo(format_clean_stats(result.stats, result.seconds, result.skipped))
+    _run_stages(_narrowed(params, train=_NO_TRAINING, dataset={"objectives": []}), lambda s: s.kind == "clean")
 
 
-_KIND = click.Choice(["bpe", "wordpiece", "unigram", "char"])
-_ERRORS: tuple[type[Exception], ...] = (ConfigError, CorpusError, FileNotFoundError, ValueError, RuntimeError)
-
-
-def _params(params_path: str, overrides: list[str]):
-    try:
-        return load_params(params_path, overrides)
-    except ConfigError as exc:
-        _fail(str(exc))
 
 
 @main.command()
@@ -75,15 +111,10 @@ def tokenizer(kinds, params_path, overrides) -> None:
     transformers.PreTrainedTokenizerFast.from_pretrained loads, with metrics.json measured on
     the validation split.
     """
-    from .tokenization.train import run_tokenizers
-
     params = _params(params_path, list(overrides))
-    try:
-        results = run_tokenizers(params, list(kinds) or None, log=lambda m: click.echo(m, err=True))
-    except _ERRORS as exc:
-        _fail(str(exc))
-        return
-    click.echo(format_tokenizer_metrics(results))
+    kinds = list(kinds) or list(params.tokenizer.kinds)
+    _run_stages(_narrowed(params, train=_NO_TRAINING, dataset={"objectives": []}, tokenizer={"kinds": kinds}),
+                lambda s: s.kind == "tokenizer")
 
 
 @main.command()
@@ -92,19 +123,16 @@ def tokenizer(kinds, params_path, overrides) -> None:
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a parameter.")
 def tokenize(kinds, params_path, overrides) -> None:
     """Encode the clean corpus once per tokenizer kind into memory-mapped token stores."""
-    from .tokenization.store import StoreError, TokenStore, build_store
-
     params = _params(params_path, list(overrides))
-    try:
-        for kind in list(kinds) or params.tokenize.kinds or params.tokenizer.kinds:
-            build_store(params, kind, log=lambda m: click.echo(m, err=True))
-            click.echo(TokenStore(f"{params.tokenize.output}/{kind}").summary())
-    except (*_ERRORS, StoreError) as exc:
-        _fail(str(exc))
+    kinds = list(kinds) or params.tokenize.kinds or list(params.tokenizer.kinds)
+    needed = list(dict.fromkeys([*params.tokenizer.kinds, *kinds]))
+    _run_stages(_narrowed(params, train=_NO_TRAINING, dataset={"objectives": []}, tokenize={"kinds": kinds},
+                          tokenizer={"kinds": needed}),
+                lambda s: s.kind == "tokens" and s.key["kind"] in kinds)
 
 
 @main.command()
-@click.argument("objectives", nargs=-1)
+@click.argument("objectives", nargs=-1, type=_OBJECTIVE)
 @click.option("--mode", type=click.Choice(["dynamic", "static"]), help="Override dataset.mode.")
 @click.option("--params", "params_path", default="params.yaml", show_default=True, help="Parameters file.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a parameter.")
@@ -114,39 +142,16 @@ def dataset(objectives, mode, params_path, overrides) -> None:
     Writes dataset.output/<objective>/stats.json (mask rates, span lengths, label balance,
     length histogram) and, in static mode, the examples of epoch 0 as Parquet.
     """
-    from .objectives.base import ObjectiveError
-    from .objectives.dataset import build_dataset
-    from .tokenization.store import StoreError
-
     flags = list(overrides) + ([f"dataset.mode={mode}"] if mode else [])
     params = _params(params_path, flags)
-    try:
-        for name in list(objectives) or params.dataset.objectives:
-            summary = build_dataset(params, name, log=lambda m: click.echo(m, err=True))
-            click.echo(format_dataset_summary(summary))
-    except (*_ERRORS, StoreError, ObjectiveError) as exc:
-        _fail(str(exc))
+    wanted = list(objectives) or list(params.dataset.objectives)
+    from .objectives.registry import OBJECTIVE_TOKENIZER
+
+    kinds = list(dict.fromkeys([*params.tokenizer.kinds, *(OBJECTIVE_TOKENIZER[o] for o in wanted)]))
+    _run_stages(_narrowed(params, train=_NO_TRAINING, dataset={"objectives": wanted}, tokenizer={"kinds": kinds}),
+                lambda s: s.kind == "dataset")
 
 
-def format_dataset_summary(summary: dict) -> str:
-    lines = [f"dataset {summary['objective']} ({summary['tokenizer_kind']} tokens, {summary['mode']} masking):"]
-    for split, s in summary["splits"].items():
-        lines.append(f"  {split:10s} {s['examples_per_epoch']:8,} examples/epoch, mean input length {s['input_length']['mean']:.1f}, "
-                     f"{s.get('labels_per_input_token', 0):.3f} labels per input token")
-    return "\n".join(lines)
-
-
-_ARCH = click.Choice(["gpt", "bert", "albert", "ernie", "elmo", "transformer_xl", "xlnet", "bart", "t5", "switch"])
-
-
-def _training_errors() -> tuple[type[Exception], ...]:
-    from .finetuning.features import FeatureError
-    from .finetuning.tasks import TaskError
-    from .objectives.base import ObjectiveError
-    from .tokenization.store import StoreError
-    from .training.module import NonFiniteLossError
-
-    return (*_ERRORS, StoreError, ObjectiveError, TaskError, FeatureError, NonFiniteLossError)
 
 
 @main.command()
@@ -160,14 +165,9 @@ def pretrain(architectures, params_path, overrides) -> None:
     interruption resumes from last.ckpt. For many GPUs launch one process per device:
     torchrun --nproc_per_node N -m lmforge.cli pretrain ARCH --set train.devices=N
     """
-    from .training.pretrain import run_pretrain
-
     params = _params(params_path, list(overrides))
-    try:
-        for arch in architectures or params.train.architectures:
-            run_pretrain(params, arch, log=lambda m: click.echo(m, err=True))
-    except _training_errors() as exc:
-        _fail(str(exc))
+    archs = list(architectures) or list(params.train.architectures)
+    _run_stages(_narrowed(params, train={"architectures": archs}), lambda s: s.kind == "pretrain")
 
 
 @main.command()
@@ -181,15 +181,11 @@ def finetune(architectures, tasks, params_path, overrides) -> None:
     Classification heads for the encoders, GPT, Transformer-XL, XLNet and ELMo; text-to-text
     for T5, BART and Switch. Writes <train.output>/<arch>/<task>/ (model, history, metrics).
     """
-    from .training.finetune import run_finetune
-
     params = _params(params_path, list(overrides))
-    try:
-        for arch in architectures or params.train.architectures:
-            for task in tasks or params.finetune.tasks:
-                run_finetune(params, arch, task, log=lambda m: click.echo(m, err=True))
-    except _training_errors() as exc:
-        _fail(str(exc))
+    archs = list(architectures) or list(params.train.architectures)
+    tasks = list(tasks) or list(params.finetune.tasks)
+    _run_stages(_narrowed(params, train={"architectures": archs}, finetune={"tasks": tasks}),
+                lambda s: s.kind == "finetune")
 
 
 @main.command()
@@ -199,13 +195,9 @@ def finetune(architectures, tasks, params_path, overrides) -> None:
 def evaluate(architectures, params_path, overrides) -> None:
     """Collect each architecture's intrinsic and downstream results, log them, and move the
     registry's champion alias only where the new model is better."""
-    from .evaluation.evaluate import run_evaluate
-
     params = _params(params_path, list(overrides))
-    try:
-        run_evaluate(params, list(architectures) or None, log=lambda m: click.echo(m, err=True))
-    except _training_errors() as exc:
-        _fail(str(exc))
+    archs = list(architectures) or list(params.train.architectures)
+    _run_stages(_narrowed(params, train={"architectures": archs}), lambda s: s.kind == "evaluate")
 
 
 @main.command()
@@ -214,16 +206,10 @@ def evaluate(architectures, params_path, overrides) -> None:
 def report(params_path, overrides) -> None:
     """Write the leaderboard (CSV, Markdown, metrics.json) and charts (loss curves, bits per
     byte, downstream accuracy) to evaluate.output, and print the table."""
-    from .evaluation.report import format_leaderboard, load_evaluations, write_report
-
     params = _params(params_path, list(overrides))
-    try:
-        evaluations = load_evaluations(f"{params.evaluate.output}/evaluation", order=params.train.architectures)
-        result = write_report(evaluations, params.evaluate.output)
-    except _training_errors() as exc:
-        _fail(str(exc))
-        return
-    click.echo(format_leaderboard(result["leaderboard"]))
+    if not params.train.architectures:
+        _fail("train.architectures is empty: there is nothing to report")
+    _run_stages(params, lambda s: s.kind == "report")
 
 
 @main.command()
@@ -233,34 +219,7 @@ def run(params_path, overrides) -> None:
     """Run the whole pipeline as params.yaml configures it: every stage of the stage graph
     (`lmforge stages`) in order, from clean to report. Stages whose inputs and settings are
     unchanged say "up to date"; an interrupted training stage resumes from its checkpoint."""
-    from .stages import build_stages
-
-    params = _params(params_path, list(overrides))
-    log = lambda m: click.echo(m, err=True)  # noqa: E731
-    try:
-        for stage in build_stages(params, root="."):
-            click.echo(format_stage_result(stage, stage.run(params, log)))
-    except _training_errors() as exc:
-        _fail(str(exc))
-
-
-def format_stage_result(stage, result) -> str:
-    """What ``lmforge run`` prints after a stage: the same summary as the stage's own command."""
-    if stage.kind == "clean":
-        return format_clean_stats(result["stats"], result["seconds"], result["skipped"])
-    if stage.kind == "tokenizer":
-        return format_tokenizer_metrics({stage.key["kind"]: result})
-    if stage.kind == "dataset":
-        return format_dataset_summary(result)
-    if stage.kind == "report":
-        from .evaluation.report import format_leaderboard
-
-        return format_leaderboard(result["leaderboard"])
-    if stage.kind == "tokens":
-        from .tokenization.store import TokenStore
-
-        return TokenStore(stage.paths[0]).summary()
-    return f"{stage.name}: done"
+    _run_stages(_params(params_path, list(overrides)))
 
 
 @main.command()
@@ -287,7 +246,7 @@ def dvc(params_path, check) -> None:
             click.echo("dvc.yaml is up to date")
             return
         path, changed = write_dvc_yaml(".", params_path=params_path)
-    except ConfigError as exc:
+    except USER_ERRORS as exc:
         _fail(str(exc))
         return
     click.echo(f"{path}: {'written' if changed else 'up to date'}")
@@ -301,40 +260,11 @@ def stages(params_path) -> None:
 
     try:
         graph = build_stages(root=".", params_path=params_path)
-    except ConfigError as exc:
+    except USER_ERRORS as exc:
         _fail(str(exc))
         return
     for s in graph:
         click.echo(f"{s.name:32s} {s.group:12s} <- {', '.join(s.upstream) or '-':40s} {s.cli}")
-
-
-def format_tokenizer_metrics(results: dict) -> str:
-    lines = ["tokenizers (metrics on the validation split):",
-             f"  {'kind':10s} {'vocab':>7s} {'tokens/word':>12s} {'bytes/token':>12s} {'unknown':>9s} {'round trip':>11s}"]
-    for kind, m in results.items():
-        rt = f"{m['round_trip_rate']:.3f}" + ("" if m["round_trip_promised"] else " (n/a)")
-        lines.append(f"  {kind:10s} {m['vocab_size']:7d} {m['tokens_per_word']:12.3f} {m['bytes_per_token']:12.3f} {m['unknown_rate']:9.4f} {rt:>11s}")
-    return "\n".join(lines)
-
-
-def format_clean_stats(stats: dict, seconds: float, skipped: bool) -> str:
-    lines = [
-        f"clean -> {stats['params']['output']}" + (" (up to date, nothing to do)" if skipped else f" in {seconds:.1f}s"),
-        f"  documents: {stats['documents_in']} in, {stats['documents_out']} out ({100 * stats['documents_kept_fraction']:.1f}% kept)",
-        f"  bytes:     {stats['bytes_in']} in, {stats['bytes_out']} out ({100 * stats['bytes_kept_fraction']:.1f}% kept)",
-        "  dropped documents by reason:",
-    ]
-    for reason, d in sorted(stats["dropped"].items(), key=lambda kv: -kv[1]["documents"]):
-        lines.append(f"    {reason:32s} {d['documents']:8d}  ({d['bytes']} bytes)")
-    lines.append("  removed lines by reason:")
-    for reason, n in sorted(stats["lines_removed"].items(), key=lambda kv: -kv[1]):
-        lines.append(f"    {reason:32s} {n:8d}")
-    skipped_inputs = stats["inputs"]["skipped_inputs"]
-    if skipped_inputs:
-        lines.append(f"  skipped inputs: {len(skipped_inputs)}")
-        for s in skipped_inputs:
-            lines.append(f"    {s['input']}: {s['error']} ({s['documents_read']} documents read before)")
-    return "\n".join(lines)
 
 
 if __name__ == "__main__":

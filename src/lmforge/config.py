@@ -393,8 +393,9 @@ class Params(_Strict):
 # ----------------------------------------------------------------------------- loading
 
 
-def _format_error(source: str, exc: ValidationError) -> str:
-    lines = [f"{source}: invalid configuration"]
+def format_validation_error(source: str, exc: ValidationError, what: str = "configuration") -> str:
+    """A validation error as lines that name each offending key (``a.b: unknown key``)."""
+    lines = [f"{source}: invalid {what}"]
     for err in exc.errors():
         key = ".".join(str(p) for p in err["loc"]) or "<root>"
         msg = err["msg"]
@@ -412,7 +413,7 @@ def parse_params(data: dict[str, Any] | None, source: str = "params") -> Params:
     try:
         return Params.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_format_error(source, exc)) from None
+        raise ConfigError(format_validation_error(source, exc)) from None
 
 
 def load_params(path: str | Path | None = "params.yaml", overrides: list[str] | None = None) -> Params:

@@ -29,7 +29,7 @@ from typing import Iterator
 import pytest
 from dagster import AssetKey, DagsterEventType, DagsterInstance, DagsterRunStatus
 
-from lmforge.checks import CHECKS
+from lmforge.stages import CHECKS
 from lmforge.stages import build_stages
 
 from ..orchestration.test_dagster import build_definitions, check_evaluations, make_project, materialize, materialized

@@ -7,7 +7,7 @@ import json
 import math
 import pytest
 
-from lmforge.checks import CHECKS, run_checks
+from lmforge.stages import CHECKS, run_checks
 from lmforge.config import load_params
 from lmforge.stages import build_stages
 

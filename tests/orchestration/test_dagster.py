@@ -36,7 +36,7 @@ from dagster import (
 
 from dagster_project.assets import launch_command
 from dagster_project.resources import DvcResource
-from lmforge.checks import CHECKS
+from lmforge.stages import CHECKS
 from lmforge.config import load_params, parse_params
 from lmforge.stages import build_stages, write_dvc_yaml
 from tests.cleaning.corpus_gen import page, write_jsonl

@@ -27,7 +27,7 @@ def _read(path: Path) -> dict | None:
 
 
 def gather(params: Params, arch: str) -> dict[str, Any]:
-    from ..training.recipes import finetune_dir
+    from ..layout import finetune_dir
 
     root = Path(params.train.output) / arch
     pre = _read(root / "pretrain" / "metrics.json")

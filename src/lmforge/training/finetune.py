@@ -16,7 +16,6 @@ bag-of-words baselines of the same split). Registered as ``lmforge-<arch>-<task>
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -27,7 +26,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..cleaning.storage import atomic_write_json, sha256_file
+from .. import layout
+from ..artifacts import atomic_write_json, fingerprint, finished, sha256_file
 from ..config import ConfigError, Params
 from ..finetuning import baselines, features
 from ..finetuning.tasks import load_task
@@ -37,8 +37,8 @@ from ..tokenization.kinds import ARCHITECTURE_TOKENIZER
 from .data import ObjectiveDataModule
 from .module import LMForgeModule
 from .pretrain import plot_history, tracking_factory
-from .recipes import finetune_dir, load_recipe, size_recipe, task_slug  # noqa: F401 (finetune_dir re-exported)
-from .run import History, build_trainer, finished_result, fingerprint, prepare_checkpoints, world_size
+from .recipes import load_recipe, size_recipe
+from .run import History, build_trainer, prepare_checkpoints, world_size
 
 
 class ExampleList:
@@ -137,9 +137,9 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, log: Callable[[st
     size = size_recipe(params, recipe)
     optim = size.finetune
     mode = recipe.finetune.mode
-    pretrained_dir = Path(params.train.output) / arch / "pretrain" / "model"
-    out_dir = finetune_dir(params, arch, task_spec)
-    tok_dir = Path(params.tokenizer.output) / ARCHITECTURE_TOKENIZER[arch]
+    pretrained_dir = layout.pretrained_model_dir(params, arch)
+    out_dir = layout.finetune_dir(params, arch, task_spec)
+    tok_dir = layout.tokenizer_dir(params, ARCHITECTURE_TOKENIZER[arch])
     pretrained_meta = pretrained_dir / "model.safetensors"
     if not pretrained_meta.exists():
         raise ConfigError(f"{arch}: no pretrained model in {pretrained_dir}; run `lmforge pretrain {arch}` first")
@@ -147,7 +147,7 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, log: Callable[[st
     fp = fingerprint("finetune", task_spec, task.summary(), recipe.finetune.model_dump(mode="json"),
                      optim.model_dump(mode="json"), params.finetune.max_length, params.train.seed,
                      sha256_file(pretrained_meta))
-    prev = finished_result(out_dir, fp)
+    prev = finished(out_dir / "metrics.json", fp)
     if prev is not None:
         log(f"finetune {arch} on {task.name}: up to date")
         return prev
@@ -173,7 +173,7 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, log: Callable[[st
                                eval_batches=optim.eval_batches, micro_steps_done=lambda: module.micro_steps_done)
     data.collate = lambda examples: features.collate(examples, pad)  # type: ignore[method-assign]
     resume = prepare_checkpoints(out_dir, fp, log)
-    slug = task_slug(task.name)
+    slug = layout.task_slug(task.name)
 
     from .. import tracking
 

@@ -19,7 +19,8 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 
-from ..cleaning.storage import atomic_write_json
+from .. import layout
+from ..artifacts import atomic_write_json, fingerprint, finished
 from ..config import ConfigError, Params
 from ..evaluation.intrinsic import evaluate_lm, target_counts, tokenizer_bytes_per_token
 from ..models.registry import PRESET_ARCHITECTURE, build_model, preset_config
@@ -29,7 +30,7 @@ from ..objectives.registry import OBJECTIVE_TOKENIZER
 from .data import ObjectiveDataModule
 from .module import LMForgeModule
 from .recipes import Recipe, load_recipe, size_recipe
-from .run import History, build_trainer, finished_result, fingerprint, is_rank_zero, prepare_checkpoints, world_size
+from .run import History, build_trainer, is_rank_zero, prepare_checkpoints, world_size
 
 
 def tokenizer_overrides(preset: str, vocab: Vocab) -> dict[str, Any]:
@@ -62,16 +63,16 @@ def run_pretrain(params: Params, arch: str, *, log: Callable[[str], None] = prin
     recipe = load_recipe(params, arch)
     size = size_recipe(params, recipe)
     optim = size.pretrain
-    out_dir = Path(params.train.output) / arch / "pretrain"
+    out_dir = layout.pretrain_dir(params, arch)
     kind = OBJECTIVE_TOKENIZER[recipe.objective]
-    tok_dir = Path(params.tokenizer.output) / kind
-    store_manifest = Path(params.tokenize.output) / kind / "manifest.json"
+    tok_dir = layout.tokenizer_dir(params, kind)
+    store_manifest = layout.token_store_dir(params, kind) / "manifest.json"
     if not store_manifest.exists():
         raise ConfigError(f"{arch}: no token store at {store_manifest.parent}; run `lmforge tokenize` first")
     fp = fingerprint("pretrain", recipe.model_dump(mode="json"), size.model_dump(mode="json"),
                      getattr(params.dataset, recipe.objective).model_dump(mode="json"), params.dataset.seed,
                      params.train.seed, params.train.precision, store_manifest.read_text(encoding="utf-8"))
-    prev = finished_result(out_dir, fp)
+    prev = finished(out_dir / "metrics.json", fp)
     if prev is not None:
         log(f"pretrain {arch}: up to date")
         return prev

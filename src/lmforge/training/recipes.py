@@ -8,14 +8,13 @@ error naming it). ``params.train.size`` picks the size (``tiny`` for a CPU, ``ba
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 from pydantic import Field, ValidationError, model_validator
 
-from ..config import ConfigError, Params
+from ..config import ConfigError, Params, format_validation_error
 from ..schema import StrictModel
 
 
@@ -82,23 +81,26 @@ class Recipe(StrictModel):
         return self.head or ARCHITECTURES[self.architecture].default_head
 
 
-def load_recipe(params: Params, arch: str) -> Recipe:
-    """The recipe of ``arch`` from ``params.train.recipes``; errors name the file and key."""
-    path = Path(params.train.recipes) / f"{arch}.yaml"
-    if not path.exists():
+def recipe_path(params: Params, arch: str) -> Path:
+    """``<train.recipes>/<arch>.yaml`` as configured (relative to the project folder)."""
+    return Path(params.train.recipes) / f"{arch}.yaml"
+
+
+def load_recipe(params: Params, arch: str, root: str | Path | None = None) -> Recipe:
+    """The recipe of ``arch`` from ``params.train.recipes`` (relative to ``root``, default the
+    working directory); errors name the file and key."""
+    path = recipe_path(params, arch)
+    full = Path(root) / path if root is not None else path
+    if not full.exists():
         raise ConfigError(f"{path}: no recipe for architecture {arch!r}")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = yaml.safe_load(full.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from None
     try:
         recipe = Recipe.model_validate(data)
     except ValidationError as exc:
-        lines = [f"{path}: invalid recipe"]
-        for err in exc.errors():
-            key = ".".join(str(p) for p in err["loc"]) or "<root>"
-            lines.append(f"  {key}: {'unknown key' if err['type'] == 'extra_forbidden' else err['msg']}")
-        raise ConfigError("\n".join(lines)) from None
+        raise ConfigError(format_validation_error(str(path), exc, "recipe")) from None
     if recipe.architecture != arch:
         raise ConfigError(f"{path}: architecture is {recipe.architecture!r}, expected {arch!r} (the file name)")
     if params.train.size not in recipe.sizes:
@@ -115,15 +117,3 @@ def size_recipe(params: Params, recipe: Recipe) -> SizeRecipe:
     if params.train.finetune_max_steps:
         updates["finetune"] = s.finetune.model_copy(update={"max_steps": params.train.finetune_max_steps})
     return s.model_copy(update=updates) if updates else s
-
-
-def task_slug(task_name: str) -> str:
-    """A file- and registry-safe name: ``hf:glue/sst2`` -> ``glue-sst2``; a local folder is
-    named by its last component (``/data/tasks/sentiment`` -> ``sentiment``)."""
-    name = task_name.removeprefix("hf:") if task_name.startswith("hf:") else Path(task_name).name or task_name
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-") or "task"
-
-
-def finetune_dir(params: Params, arch: str, task_name: str) -> Path:
-    """Where fine-tuning ``arch`` on ``task_name`` writes: ``<train.output>/<arch>/<task slug>``."""
-    return Path(params.train.output) / arch / task_slug(task_name)

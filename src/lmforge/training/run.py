@@ -1,12 +1,9 @@
 """What pretraining and fine-tuning share: the Lightning Trainer built from ``params.train`` and an
-optimisation recipe, the launch rules for many devices, checkpoints, the metric history, and the
-"up to date" fingerprint of a training stage."""
+optimisation recipe, the launch rules for many devices, checkpoints and the metric history."""
 
 from __future__ import annotations
 
 import csv
-import hashlib
-import json
 import os
 import shutil
 from pathlib import Path
@@ -16,7 +13,6 @@ import lightning.pytorch as pl
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 
-from .. import __version__
 from ..tracking import is_rank_zero
 from ..config import ConfigError, Params, TrainConfig
 from .recipes import OptimConfig
@@ -168,21 +164,6 @@ def build_trainer(params: Params, optim: OptimConfig, out_dir: Path, callbacks: 
         callbacks=[*checkpoints, *callbacks], default_root_dir=str(out_dir), use_distributed_sampler=False,
         log_every_n_steps=cfg.log_every,
     )
-
-
-def fingerprint(*items: Any) -> str:
-    return hashlib.sha256(json.dumps([__version__, *items], sort_keys=True, default=str).encode()).hexdigest()
-
-
-def finished_result(out_dir: Path, fp: str) -> dict | None:
-    """The metrics.json a finished run with fingerprint ``fp`` left in ``out_dir``, or None
-    (no run finished there, or one with other settings)."""
-    path = out_dir / "metrics.json"
-    if path.exists():
-        prev = json.loads(path.read_text(encoding="utf-8"))
-        if prev.get("fingerprint") == fp:
-            return prev
-    return None
 
 
 def prepare_checkpoints(out_dir: Path, fp: str, log) -> Path | None:

@@ -1,0 +1,328 @@
+"""The stage graph: every stage of the pipeline with its inputs, outputs, parameters and kind,
+built from ``params.yaml`` and the recipes in ``pipelines/``.
+
+This is the one place the graph is declared. Its two views are derived from it: ``dvc.yaml``
+(``stages/dvc.py``, written by ``lmforge dvc``) and the Dagster asset graph
+(``dagster_project/``). What each kind of stage runs, prints, checks and shows is defined once
+in ``stages/kinds/``.
+
+Stage names (letters, digits and ``_``: valid as DVC stage and Dagster asset names):
+``clean``; ``tokenizer_<kind>`` and ``tokens_<kind>`` for each tokenizer kind configured or
+needed; ``dataset_<objective>``; ``pretrain_<arch>``, ``finetune_<arch>_<task>`` and
+``evaluate_<arch>`` for each enabled architecture; ``report``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shlex
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from .. import layout
+from ..config import ConfigError, Params, load_params
+from .kind import Log
+from .kinds import KINDS
+
+
+@dataclass(frozen=True)
+class Output:
+    """A path a stage writes; ``kind``: "out", "metrics" or "plots" (its section in ``dvc.yaml``).
+    All are cached by DVC: data/ is git-ignored, so a file kept out of the cache would be nowhere."""
+
+    path: str
+    kind: str = "out"
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    kind: str                      # a key of stages.kinds.KINDS
+    description: str
+    command: tuple[str, ...]       # the ``lmforge`` CLI arguments that run the stage
+    upstream: tuple[str, ...]      # names of the stages whose outputs it reads
+    deps: tuple[str, ...]          # paths it reads: upstream outputs, input files, recipes, code
+    params: tuple[str, ...]        # dotted keys of params.yaml it depends on
+    outputs: tuple[Output, ...]
+    key: dict[str, str] = field(default_factory=dict, compare=False)  # arch / kind / objective / task
+    code: tuple[str, ...] = ()     # the source files and recipe among ``deps`` (the code version)
+
+    def run(self, params: Params, log: Log) -> dict:
+        """Run the stage (the library function its kind names), from the project folder."""
+        return KINDS[self.kind].run(params, self, log)
+
+    def summary(self, result: dict) -> str:
+        """What the command line prints after the stage ran."""
+        summarize = KINDS[self.kind].summary
+        return summarize(self, result) if summarize else f"{self.name}: done"
+
+    @property
+    def group(self) -> str:
+        return KINDS[self.kind].group
+
+    @property
+    def subprocess(self) -> bool:
+        """Training: run as its own process (torchrun when devices > 1)."""
+        return KINDS[self.kind].subprocess
+
+    @property
+    def cli(self) -> str:
+        return shlex.join(("lmforge", *self.command))
+
+    @property
+    def paths(self) -> list[str]:
+        return [o.path for o in self.outputs]
+
+    @property
+    def output_path(self) -> Path:
+        """The stage's main output (the first), as the graph names it."""
+        return Path(self.outputs[0].path)
+
+    def output_under(self, root: str | os.PathLike) -> Path:
+        """The main output, resolved against the project folder ``root``."""
+        out = self.output_path
+        return out if out.is_absolute() else Path(root) / out
+
+
+@dataclass
+class StageGraph:
+    params: Params
+    root: Path
+    stages: dict[str, Stage]
+
+    def __iter__(self):
+        return iter(self.stages.values())
+
+    def __getitem__(self, name: str) -> Stage:
+        try:
+            return self.stages[name]
+        except KeyError:
+            raise KeyError(f"no stage {name!r}; stages: {', '.join(self.stages)}") from None
+
+    def __len__(self) -> int:
+        return len(self.stages)
+
+    def of_kind(self, kind: str) -> list[Stage]:
+        return [s for s in self if s.kind == kind]
+
+    def edges(self) -> set[tuple[str, str]]:
+        return {(up, s.name) for s in self for up in s.upstream}
+
+    def code_version(self, stage: Stage) -> str:
+        """A short hash of the code and recipe files the stage runs (what Dagster shows as the
+        asset's code version): it changes when they change."""
+        h = hashlib.sha256(stage.kind.encode())
+        for dep in stage.code:
+            p = self.root / dep
+            files = sorted(q for q in p.rglob("*") if q.is_file() and _is_source(q)) if p.is_dir() else [p]
+            for f in files:
+                if f.exists():
+                    h.update(f.relative_to(self.root).as_posix().encode())
+                    h.update(f.read_bytes())
+        return h.hexdigest()[:12]
+
+
+def _is_source(path: Path) -> bool:
+    return "__pycache__" not in path.parts and path.suffix not in (".pyc", ".pyo")
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_").lower() or "task"
+
+
+class _Paths:
+    """Paths as the stage graph writes them: relative to the project root where they lie inside
+    it (DVC needs that), absolute otherwise."""
+
+    def __init__(self, root: Path):
+        self.root = root.resolve()
+
+    def __call__(self, path: str | os.PathLike) -> str:
+        p = Path(path)
+        full = p if p.is_absolute() else self.root / p
+        full = Path(os.path.normpath(full))
+        try:
+            return full.relative_to(self.root).as_posix()
+        except ValueError:
+            return full.as_posix()
+
+
+def build_stages(params: Params | None = None, root: str | os.PathLike = ".", params_path: str | os.PathLike | None = None) -> StageGraph:
+    """The stage graph of the project at ``root`` for ``params`` (default: ``<root>/params.yaml``).
+
+    Recipes are read for every enabled architecture (which objective and tokenizer it uses, how
+    it fine-tunes); a missing or invalid recipe is a :class:`ConfigError` naming the file. Paths
+    in ``params`` are relative to ``root``."""
+    from ..finetuning.tasks import DEFAULT_TASK
+    from ..objectives.registry import OBJECTIVE_TOKENIZER
+    from ..training.recipes import load_recipe, recipe_path
+
+    root = Path(root).resolve()
+    if params is None:
+        params = load_params(params_path or root / "params.yaml")
+    rel = _Paths(root)
+    recipes = {arch: load_recipe(params, arch, root=root) for arch in params.train.architectures}
+    code = {name: tuple(p for p in kind.code if (root / p).exists()) for name, kind in KINDS.items()}
+    stages: dict[str, Stage] = {}
+
+    def add(stage: Stage) -> None:
+        recipe = [d for d in stage.deps if "arch" in stage.key and d == rel(recipe_path(params, stage.key["arch"]))]
+        stage = replace(stage, code=(*recipe, *code[stage.kind]), deps=(*stage.deps, *code[stage.kind]))
+        if stage.name in stages:
+            raise ConfigError(f"two stages named {stage.name!r}; rename a task or an output")
+        stages[stage.name] = stage
+
+    # ------------------------------------------------------------------ corpus
+    clean_out = rel(layout.clean_dir(params))
+    local_inputs = [rel(i) for i in params.clean.inputs if i != "stdlib" and not i.startswith("hf:")]
+    add(Stage(
+        name="clean", kind="clean",
+        description="The C4 rules, language ID, bad-words filter, line and near-duplicate dedup over clean.inputs; "
+                    "Parquet shards, stats.json (counts, drop reasons) and samples of dropped documents.",
+        command=("clean",), upstream=(), deps=tuple(local_inputs),
+        params=("clean",), outputs=(Output(clean_out),),
+    ))
+
+    # ------------------------------------------------------------------ tokenizers and token stores
+    kinds = list(params.tokenizer.kinds)
+    for recipe in recipes.values():
+        kind = OBJECTIVE_TOKENIZER[recipe.objective]
+        if kind not in kinds:
+            kinds.append(kind)
+    corpus = rel(layout.corpus_dir(params))
+    for kind in kinds:
+        add(Stage(
+            name=f"tokenizer_{kind}", kind="tokenizer",
+            description=f"The {kind} tokenizer trained on the clean corpus's train split; tokenizer.json that "
+                        "transformers loads, metrics.json (tokens per word, bytes per token, unknown rate).",
+            command=("tokenizer", "--kind", kind), upstream=("clean",) if corpus == clean_out else (),
+            deps=(corpus,),
+            params=("tokenizer.input", "tokenizer.max_training_documents", f"tokenizer.{kind}", "split"),
+            outputs=(Output(rel(layout.tokenizer_dir(params, kind))),), key={"kind": kind},
+        ))
+    store_kinds = list(params.tokenize.kinds or params.tokenizer.kinds)
+    for kind in kinds:
+        if kind not in store_kinds:
+            store_kinds.append(kind)
+    for kind in store_kinds:
+        if f"tokenizer_{kind}" not in stages:
+            raise ConfigError(f"tokenize.kinds: {kind!r} is not in tokenizer.kinds {params.tokenizer.kinds}")
+        add(Stage(
+            name=f"tokens_{kind}", kind="tokens",
+            description=f"The clean corpus encoded with the {kind} tokenizer: memory-mapped token stores per split.",
+            command=("tokenize", "--kind", kind), upstream=("clean", f"tokenizer_{kind}"),
+            deps=(clean_out, rel(layout.tokenizer_dir(params, kind))),
+            params=("tokenize.batch_size", "split"),
+            outputs=(Output(rel(layout.token_store_dir(params, kind))),), key={"kind": kind},
+        ))
+
+    # ------------------------------------------------------------------ objective datasets
+    objectives = list(params.dataset.objectives)
+    for recipe in recipes.values():
+        if recipe.objective not in objectives:
+            objectives.append(recipe.objective)
+    for objective in objectives:
+        kind = OBJECTIVE_TOKENIZER[objective]
+        if f"tokens_{kind}" not in stages:
+            raise ConfigError(f"dataset.objectives: {objective!r} reads {kind} tokens, but {kind!r} is not in tokenizer.kinds")
+        add(Stage(
+            name=f"dataset_{objective}", kind="dataset",
+            description=f"The {objective} objective over the {kind} token stores: stats.json (realised mask / noise "
+                        "rates, span lengths, label balance, lengths); in static mode epoch 0's examples as Parquet.",
+            command=("dataset", objective), upstream=(f"tokens_{kind}", f"tokenizer_{kind}"),
+            deps=(rel(layout.token_store_dir(params, kind)), rel(layout.tokenizer_dir(params, kind))),
+            params=(f"dataset.{objective}", "dataset.mode", "dataset.seed", "dataset.statistics_examples"),
+            outputs=(Output(rel(layout.dataset_dir(params, objective))),), key={"objective": objective},
+        ))
+
+    # ------------------------------------------------------------------ training
+    for arch, recipe in recipes.items():
+        kind = OBJECTIVE_TOKENIZER[recipe.objective]
+        recipe_file = rel(recipe_path(params, arch))
+        tokenizer_out = rel(layout.tokenizer_dir(params, kind))
+        pre_out = rel(layout.pretrain_dir(params, arch))
+        add(Stage(
+            name=f"pretrain_{arch}", kind="pretrain",
+            description=f"Pretrain {arch} ({recipe.objective} on {kind} tokens, recipe {recipe_file}) with Lightning; "
+                        "checkpoints, the model (safetensors), history.csv, loss.png, metrics.json; an MLflow run.",
+            command=("pretrain", arch),
+            upstream=(f"dataset_{recipe.objective}", f"tokens_{kind}", f"tokenizer_{kind}"),
+            deps=(rel(layout.dataset_dir(params, recipe.objective)), rel(layout.token_store_dir(params, kind)),
+                  tokenizer_out, recipe_file),
+            params=(f"dataset.{recipe.objective}", "dataset.seed", "train.size", "train.seed", "train.precision",
+                    "train.max_steps", "train.log_every", "evaluate.validation_batches"),
+            outputs=(Output(pre_out),),
+            key={"arch": arch, "objective": recipe.objective, "kind": kind},
+        ))
+        finetuned = []
+        for task in params.finetune.tasks:
+            name = f"finetune_{arch}_{_slug(layout.task_slug(task))}"
+            task_deps: list[str] = []
+            upstream = [f"pretrain_{arch}", f"tokenizer_{kind}"]
+            if task == DEFAULT_TASK:
+                task_deps.append(clean_out)
+                upstream.append("clean")
+            elif not task.startswith("hf:"):
+                task_deps.append(rel(task))
+            out = rel(layout.finetune_dir(params, arch, task))
+            finetuned.append((name, out))
+            add(Stage(
+                name=name, kind="finetune",
+                description=f"Fine-tune the pretrained {arch} on {task} ({recipe.finetune.mode}); model, history.csv, "
+                            "metrics.json with test accuracy / macro-F1 and the majority and bag-of-words baselines.",
+                command=("finetune", arch, "--task", task), upstream=tuple(upstream),
+                deps=(pre_out, tokenizer_out, *task_deps, recipe_file),
+                params=("train.size", "train.seed", "train.finetune_max_steps", "train.log_every", "finetune.max_length",
+                        "finetune.max_train_examples", "split"),
+                outputs=(Output(out),),
+                key={"arch": arch, "task": task},
+            ))
+        add(Stage(
+            name=f"evaluate_{arch}", kind="evaluate",
+            description=f"Gather {arch}'s intrinsic (validation loss, bits per byte, unigram baseline) and downstream "
+                        "results, log them to MLflow, move the registry's champion alias only on improvement.",
+            command=("evaluate", arch), upstream=(f"pretrain_{arch}", *(n for n, _ in finetuned)),
+            deps=(pre_out, *(o for _, o in finetuned)),
+            params=("finetune.tasks", "tracking.promotion_metric"),
+            outputs=(Output(rel(layout.evaluation_file(params, arch))),),
+            key={"arch": arch},
+        ))
+
+    if recipes:
+        report = layout.report_dir(params)
+        add(Stage(
+            name="report", kind="report",
+            description="The leaderboard (CSV, Markdown, metrics.json) and charts: loss curves, bits per byte, "
+                        "downstream accuracy against the baselines.",
+            command=("report",), upstream=tuple(f"evaluate_{a}" for a in recipes),
+            deps=tuple(rel(layout.evaluation_file(params, a)) for a in recipes),
+            params=("train.architectures",),
+            outputs=(Output(rel(report / "leaderboard.csv")), Output(rel(report / "leaderboard.md")),
+                     # cached: data/ is git-ignored, so an uncached metrics file would be in neither git nor
+                     # the cache, and `dvc exp show` / `dvc metrics diff` could not read it at other revisions
+                     Output(rel(report / "metrics.json"), kind="metrics"),
+                     Output(rel(report / "loss_curves.png"), kind="plots"),
+                     Output(rel(report / "bits_per_byte.png"), kind="plots"),
+                     Output(rel(report / "downstream.png"), kind="plots"),
+                     Output(rel(report / "plots"))),
+        ))
+    graph = StageGraph(params=params, root=root, stages=stages)
+    _check_graph(graph)
+    return graph
+
+
+def _check_graph(graph: StageGraph) -> None:
+    """Every upstream exists; no two stages write overlapping paths (DVC refuses that too)."""
+    owner: dict[str, str] = {}
+    for s in graph:
+        for u in s.upstream:
+            if u not in graph.stages:
+                raise ConfigError(f"stage {s.name} reads from {u!r}, which is not a stage")
+        for path in s.paths:
+            for other, name in owner.items():
+                if path == other or path.startswith(other.rstrip("/") + "/") or other.startswith(path.rstrip("/") + "/"):
+                    raise ConfigError(f"stages {name} and {s.name} both write {other if len(other) < len(path) else path}; "
+                                      "give them separate output paths in params.yaml")
+            owner[path] = s.name

@@ -1,0 +1,83 @@
+"""The clean stage: the C4 rules, language ID, bad words, URL, line and near-duplicate dedup."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ...config import Params
+from ..kind import CheckOutcome, CheckSpec, StageKind, Table, read_json, read_json_or_empty
+
+
+def run(params: Params, stage, log) -> dict:
+    from ...cleaning.stage import run_clean
+
+    result = run_clean(params.clean, log=log)
+    return {"stats": result.stats, "seconds": result.seconds, "skipped": result.skipped}
+
+
+def summary(stage, result: dict) -> str:
+    stats, seconds, skipped = result["stats"], result["seconds"], result["skipped"]
+    lines = [
+        f"clean -> {stats['params']['output']}" + (" (up to date, nothing to do)" if skipped else f" in {seconds:.1f}s"),
+        f"  documents: {stats['documents_in']} in, {stats['documents_out']} out ({100 * stats['documents_kept_fraction']:.1f}% kept)",
+        f"  bytes:     {stats['bytes_in']} in, {stats['bytes_out']} out ({100 * stats['bytes_kept_fraction']:.1f}% kept)",
+        "  dropped documents by reason:",
+    ]
+    for reason, d in sorted(stats["dropped"].items(), key=lambda kv: -kv[1]["documents"]):
+        lines.append(f"    {reason:32s} {d['documents']:8d}  ({d['bytes']} bytes)")
+    lines.append("  removed lines by reason:")
+    for reason, n in sorted(stats["lines_removed"].items(), key=lambda kv: -kv[1]):
+        lines.append(f"    {reason:32s} {n:8d}")
+    skipped_inputs = stats["inputs"]["skipped_inputs"]
+    if skipped_inputs:
+        lines.append(f"  skipped inputs: {len(skipped_inputs)}")
+        for s in skipped_inputs:
+            lines.append(f"    {s['input']}: {s['error']} ({s['documents_read']} documents read before)")
+    return "\n".join(lines)
+
+
+def check(stage, params: Params, out: Path) -> list[CheckOutcome]:
+    c = params.checks
+    stats = read_json(out / "stats.json")
+    n_in, n_out = stats["documents_in"], stats["documents_out"]
+    reasons = {r: d["documents"] / max(n_in, 1) for r, d in stats["dropped"].items()}
+    worst = max(reasons.items(), key=lambda kv: kv[1], default=("-", 0.0))
+    kept = n_out / max(n_in, 1)
+    return [
+        CheckOutcome("not_empty", n_out >= c.clean_min_documents,
+                     f"{n_out} documents kept (at least {c.clean_min_documents} required)",
+                     metadata={"documents_out": n_out, "documents_in": n_in}),
+        CheckOutcome("drop_rates", kept >= c.clean_min_kept_fraction and worst[1] <= c.clean_max_reason_fraction,
+                     f"kept {kept:.1%} (>= {c.clean_min_kept_fraction:.1%}); largest drop reason {worst[0]} removed "
+                     f"{worst[1]:.1%} (<= {c.clean_max_reason_fraction:.1%})",
+                     metadata={"kept_fraction": kept, **{f"dropped_{r}": v for r, v in sorted(reasons.items())}}),
+    ]
+
+
+def metadata(stage, params: Params, out: Path) -> dict:
+    s = read_json_or_empty(out / "stats.json")
+    if not s:
+        return {}
+    n_in = max(s["documents_in"], 1)
+    return {
+        "documents_in": s["documents_in"], "documents_out": s["documents_out"],
+        "kept_fraction": float(s["documents_kept_fraction"]), "bytes_out": s["bytes_out"],
+        "shards": len(s.get("shards", [])) if isinstance(s.get("shards"), list) else s.get("shards"),
+        "drop_reasons": Table(("reason", "documents", "of input"), tuple(
+            (r, d["documents"], f"{d['documents'] / n_in:.1%}")
+            for r, d in sorted(s["dropped"].items(), key=lambda kv: -kv[1]["documents"]))),
+        "lines_removed": Table(("reason", "lines"), tuple(sorted(s["lines_removed"].items(), key=lambda kv: -kv[1]))),
+    }
+
+
+KIND = StageKind(
+    name="clean", group="corpus",
+    code=("src/lmforge/cleaning", "src/lmforge/corpus", "src/lmforge/resources"),
+    tools=frozenset({"python", "parquet"}),
+    run=run, summary=summary, check=check, metadata=metadata,
+    checks=(
+        CheckSpec("not_empty", "the clean corpus keeps at least checks.clean_min_documents documents"),
+        CheckSpec("drop_rates", "documents kept / read >= checks.clean_min_kept_fraction, and no single drop reason "
+                                "removes more than checks.clean_max_reason_fraction of the documents read"),
+    ),
+)

@@ -1,0 +1,76 @@
+"""The dataset stage: one pretraining objective over its token store; its statistics (realised
+mask / noise rates, span lengths, label balance) and, in static mode, epoch 0's examples."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+from ...config import Params
+from ..kind import CheckOutcome, CheckSpec, JsonValue, StageKind, numbers, read_json, read_json_or_empty
+
+
+def run(params: Params, stage, log) -> dict:
+    from ...objectives.dataset import build_dataset
+
+    return build_dataset(params, stage.key["objective"], log=log)
+
+
+def summary(stage, result: dict) -> str:
+    lines = [f"dataset {result['objective']} ({result['tokenizer_kind']} tokens, {result['mode']} masking):"]
+    for split, s in result["splits"].items():
+        lines.append(f"  {split:10s} {s['examples_per_epoch']:8,} examples/epoch, mean input length {s['input_length']['mean']:.1f}, "
+                     f"{s.get('labels_per_input_token', 0):.3f} labels per input token")
+    return "\n".join(lines)
+
+
+# objective -> (statistic in stats.json's train split, the configured value it should be near)
+RATES: dict[str, tuple[str, Callable[[Any], float]]] = {
+    "mlm": ("mask_rate", lambda cfg: cfg.mask_rate),
+    "mlm_nsp": ("mask_rate", lambda cfg: cfg.mask_rate),
+    "mlm_sop": ("mask_rate", lambda cfg: cfg.mask_rate),
+    "knowledge_mlm": ("mask_rate", lambda cfg: cfg.mask_rate),
+    "span_corruption": ("noise_fraction", lambda cfg: cfg.noise_density),
+    "denoising": ("estimated_masked_fraction", lambda cfg: cfg.infill_ratio),
+    "permutation": ("target_fraction", lambda cfg: 1.0 / cfg.partial_prediction_k),
+}
+
+
+def check(stage, params: Params, out: Path) -> list[CheckOutcome]:
+    objective = stage.key["objective"]
+    stats = read_json(out / "stats.json")
+    train = stats["splits"].get("train", {})
+    examples = int(train.get("examples_per_epoch", 0))
+    meta: dict[str, Any] = {"examples_per_epoch": examples}
+    ok = examples > 0
+    parts = [f"{examples} train examples per epoch"]
+    if objective in RATES:
+        key, configured = RATES[objective]
+        target = float(configured(getattr(params.dataset, objective)))
+        realised = train.get(key)
+        tol = params.checks.mask_rate_tolerance
+        if realised is None:
+            ok, parts = False, [*parts, f"stats.json has no {key}"]
+        else:
+            ok = ok and abs(float(realised) - target) <= tol
+            parts.append(f"{key} {float(realised):.4f} vs configured {target:.4f} (tolerance {tol})")
+            meta.update({key: float(realised), "configured": target, "tolerance": tol})
+    return [CheckOutcome("objective_statistics", ok, "; ".join(parts), metadata=meta)]
+
+
+def metadata(stage, params: Params, out: Path) -> dict:
+    s = read_json_or_empty(out / "stats.json")
+    meta: dict[str, Any] = numbers((s.get("splits") or {}).get("train", {}), "train/")
+    if s.get("config"):
+        meta["config"] = JsonValue(s["config"])
+    return meta
+
+
+KIND = StageKind(
+    name="dataset", group="datasets",
+    code=("src/lmforge/objectives",),
+    tools=frozenset({"python", "json"}),
+    run=run, summary=summary, check=check, metadata=metadata,
+    checks=(CheckSpec("objective_statistics", "the realised mask / noise / target rate is within checks.mask_rate_tolerance "
+                                              "of the configured one; the train split has examples"),),
+)

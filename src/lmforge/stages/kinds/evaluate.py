@@ -1,0 +1,60 @@
+"""The evaluate stage: an architecture's intrinsic and downstream results gathered, logged, and
+the registry's champion alias moved only on improvement."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ...config import Params
+from ..kind import CheckOutcome, CheckSpec, StageKind, numbers, read_json, read_json_or_empty
+
+
+def run(params: Params, stage, log) -> dict:
+    from ...evaluation.evaluate import run_evaluate
+
+    arch = stage.key["arch"]
+    return run_evaluate(params, [arch], log=log)[arch]
+
+
+def check(stage, params: Params, out: Path) -> list[CheckOutcome]:
+    ev = read_json(out)
+    v = (ev.get("pretrain") or {}).get("validation") or {}
+    loss, unigram = v.get("loss"), v.get("unigram_loss")
+    intrinsic = loss is not None and unigram is not None and loss < unigram
+    tasks = {}
+    for task, ft in (ev.get("finetune") or {}).items():
+        acc = (ft.get("test") or {}).get("accuracy")
+        majority = ((ft.get("baselines") or {}).get("majority") or {}).get("accuracy")
+        tasks[task] = (acc, majority)
+    downstream = bool(tasks) and all(a is not None and m is not None and a > m for a, m in tasks.values())
+    return [
+        CheckOutcome("beats_unigram_baseline", intrinsic,
+                     f"validation loss {loss} vs unigram baseline {unigram}" if loss is not None else "no validation loss",
+                     metadata={"validation_loss": loss, "unigram_loss": unigram}),
+        CheckOutcome("beats_majority_baseline", downstream,
+                     "; ".join(f"{t}: accuracy {a} vs majority {m}" for t, (a, m) in tasks.items()) or "no fine-tuned task",
+                     severity="warn", metadata={f"{t}_accuracy": a for t, (a, _) in tasks.items()}),
+    ]
+
+
+def metadata(stage, params: Params, out: Path) -> dict:
+    ev = read_json_or_empty(out)
+    meta: dict = numbers((ev.get("pretrain") or {}).get("validation") or {}, "validation/")
+    for name, p in (ev.get("promotion") or {}).items():
+        meta[f"registry/{name}"] = f"v{p['version']} {p['metric']}={p['value']:.4f} " + (
+            "-> champion" if p["champion"] else "(champion unchanged)")
+    return meta
+
+
+KIND = StageKind(
+    name="evaluate", group="evaluation",
+    code=("src/lmforge/evaluation/evaluate.py",),
+    tools=frozenset({"mlflow", "json"}),
+    run=run, check=check, metadata=metadata,
+    checks=(
+        CheckSpec("beats_unigram_baseline", "validation loss below the unigram baseline of the objective's targets",
+                  blocking=False),
+        CheckSpec("beats_majority_baseline", "downstream test accuracy above the majority-class baseline on every task",
+                  blocking=False, severity="warn"),
+    ),
+)

@@ -1,0 +1,63 @@
+"""The pretrain stage: one architecture on its objective with Lightning, as its recipe says."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from ...config import Params
+from ..kind import CheckOutcome, CheckSpec, MlflowRun, StageKind, image, logged_losses, numbers, read_json_or_empty
+
+
+def run(params: Params, stage, log) -> dict:
+    from ...training.pretrain import run_pretrain
+
+    return run_pretrain(params, stage.key["arch"], log=log)
+
+
+def summary(stage, result: dict) -> str:
+    v = result.get("validation") or {}
+    line = f"pretrain {stage.key['arch']}: {result.get('steps', '?')} steps"
+    if "loss" in v:
+        line += f", validation loss {float(v['loss']):.4f}"
+        if "unigram_loss" in v:
+            line += f" (unigram baseline {float(v['unigram_loss']):.4f})"
+    return line
+
+
+def check(stage, params: Params, out: Path) -> list[CheckOutcome]:
+    losses = logged_losses(out / "history.csv")
+    finite = bool(losses) and all(math.isfinite(x) for x in losses)
+    drop = params.checks.loss_min_drop
+    decreasing = finite and losses[-1] < losses[0] - drop
+    desc = (f"{len(losses)} logged losses, first {losses[0]:.4f}, last {losses[-1]:.4f}" if losses else "no logged loss")
+    if not finite and losses:
+        desc += f"; {sum(not math.isfinite(x) for x in losses)} not finite"
+    return [CheckOutcome("loss_finite_and_decreasing", decreasing, desc,
+                         metadata={"first": losses[0] if losses else None, "last": losses[-1] if losses else None,
+                                   "min_drop": drop})]
+
+
+def metadata(stage, params: Params, out: Path) -> dict:
+    m = read_json_or_empty(out / "metrics.json")
+    v, v0 = m.get("validation") or {}, m.get("validation_start") or {}
+    meta = {k: m[k] for k in ("parameters", "steps", "seconds", "train_loss_first", "train_loss_last") if k in m}
+    meta.update(numbers(v, "validation/"))
+    if "loss" in v0:
+        meta["validation/loss_at_start"] = float(v0["loss"])
+    loss_curve = image(out / "loss.png", f"{stage.key.get('arch')} loss")
+    if loss_curve is not None:
+        meta["loss_curve"] = loss_curve
+    if m.get("mlflow_run_id"):
+        meta["mlflow_run"] = MlflowRun(m["mlflow_run_id"])
+    return meta
+
+
+KIND = StageKind(
+    name="pretrain", group="pretraining",
+    code=("src/lmforge/training", "src/lmforge/models", "src/lmforge/objectives", "src/lmforge/evaluation/intrinsic.py"),
+    tools=frozenset({"pytorch", "mlflow"}),
+    run=run, summary=summary, check=check, metadata=metadata, subprocess=True,
+    checks=(CheckSpec("loss_finite_and_decreasing", "every logged training loss is finite and the last is below the first "
+                                                    "by more than checks.loss_min_drop"),),
+)

@@ -1,0 +1,57 @@
+"""The tokenizer stage: one trained tokenizer per kind (byte-level BPE, WordPiece, Unigram, ELMo's
+characters), saved as a folder that transformers loads, with its metrics."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ...config import Params
+from ..kind import CheckOutcome, CheckSpec, StageKind, read_json, read_json_or_empty
+
+
+def run(params: Params, stage, log) -> dict:
+    from ...tokenization.train import run_tokenizers
+
+    kind = stage.key["kind"]
+    return run_tokenizers(params, [kind], log=log)[kind]
+
+
+def format_metrics(results: dict[str, dict]) -> str:
+    """The metrics of several tokenizers as one table."""
+    lines = ["tokenizers (metrics on the validation split):",
+             f"  {'kind':10s} {'vocab':>7s} {'tokens/word':>12s} {'bytes/token':>12s} {'unknown':>9s} {'round trip':>11s}"]
+    for kind, m in results.items():
+        rt = f"{m['round_trip_rate']:.3f}" + ("" if m["round_trip_promised"] else " (n/a)")
+        lines.append(f"  {kind:10s} {m['vocab_size']:7d} {m['tokens_per_word']:12.3f} {m['bytes_per_token']:12.3f} {m['unknown_rate']:9.4f} {rt:>11s}")
+    return "\n".join(lines)
+
+
+def summary(stage, result: dict) -> str:
+    return format_metrics({stage.key["kind"]: result})
+
+
+def check(stage, params: Params, out: Path) -> list[CheckOutcome]:
+    m = read_json(out / "metrics.json")
+    c = params.checks
+    rate = float(m["unknown_rate"])
+    limit = c.char_max_unknown_rate if stage.key.get("kind") == "char" else c.tokenizer_max_unknown_rate
+    return [CheckOutcome("unknown_rate", rate <= limit, f"unknown rate {rate:.4%} (at most {limit:.2%})",
+                         metadata={"unknown_rate": rate, "limit": limit})]
+
+
+def metadata(stage, params: Params, out: Path) -> dict:
+    m = read_json_or_empty(out / "metrics.json")
+    meta = {k: m[k] for k in ("vocab_size", "tokens_per_word", "bytes_per_token", "unknown_rate", "round_trip_rate") if k in m}
+    if m.get("architectures"):
+        meta["used_by"] = ", ".join(m["architectures"])
+    return meta
+
+
+KIND = StageKind(
+    name="tokenizer", group="tokenizers",
+    code=("src/lmforge/tokenization",),
+    tools=frozenset({"huggingface", "json"}),
+    run=run, summary=summary, check=check, metadata=metadata,
+    checks=(CheckSpec("unknown_rate", "unknown tokens per token on the validation split <= checks.tokenizer_max_unknown_rate "
+                                      "(char: words outside ELMo's output vocabulary <= checks.char_max_unknown_rate)"),),
+)

@@ -1,0 +1,45 @@
+"""The tokens stage: the clean corpus encoded with one tokenizer into memory-mapped stores."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ...config import Params
+from ..kind import CheckOutcome, CheckSpec, StageKind, read_json, read_json_or_empty
+
+
+def run(params: Params, stage, log) -> dict:
+    from ...tokenization.store import build_store
+
+    return build_store(params, stage.key["kind"], log=log)
+
+
+def summary(stage, result: dict) -> str:
+    from ...tokenization.store import TokenStore
+
+    return TokenStore(stage.output_path).summary()
+
+
+def check(stage, params: Params, out: Path) -> list[CheckOutcome]:
+    m = read_json(out / "manifest.json")
+    train = m["splits"].get("train", {})
+    docs, tokens = int(train.get("documents", 0)), int(train.get("tokens", 0))
+    return [CheckOutcome("train_not_empty", docs > 0 and tokens > 0, f"train split: {docs} documents, {tokens} tokens",
+                         metadata={"documents": docs, "tokens": tokens})]
+
+
+def metadata(stage, params: Params, out: Path) -> dict:
+    meta = {}
+    for split, s in (read_json_or_empty(out / "manifest.json").get("splits") or {}).items():
+        meta[f"{split}_documents"] = s.get("documents")
+        meta[f"{split}_tokens"] = s.get("tokens")
+    return meta
+
+
+KIND = StageKind(
+    name="tokens", group="tokenizers",
+    code=("src/lmforge/tokenization", "src/lmforge/splits.py"),
+    tools=frozenset({"numpy"}),
+    run=run, summary=summary, check=check, metadata=metadata,
+    checks=(CheckSpec("train_not_empty", "the train split of the token store has documents and tokens"),),
+)
