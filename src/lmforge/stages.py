@@ -44,7 +44,7 @@ CODE = {
     "pretrain": ("src/lmforge/training", "src/lmforge/models", "src/lmforge/objectives", "src/lmforge/evaluation/intrinsic.py"),
     "finetune": ("src/lmforge/training", "src/lmforge/models", "src/lmforge/finetuning"),
     "evaluate": ("src/lmforge/evaluation/evaluate.py",),
-    "report": ("src/lmforge/evaluation/report.py",),
+    "report": ("src/lmforge/evaluation/report",),
 }
 
 Log = Callable[[str], None]
