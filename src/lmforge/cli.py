@@ -199,7 +199,7 @@ def finetune(architectures, tasks, params_path, overrides) -> None:
 def evaluate(architectures, params_path, overrides) -> None:
     """Collect each architecture's intrinsic and downstream results, log them, and move the
     registry's champion alias only where the new model is better."""
-    from .evaluation.evaluate import run_evaluate
+    from .training.evaluate import run_evaluate
 
     params = _params(params_path, list(overrides))
     try:

@@ -43,7 +43,7 @@ CODE = {
     "dataset": ("src/lmforge/objectives",),
     "pretrain": ("src/lmforge/training", "src/lmforge/models", "src/lmforge/objectives", "src/lmforge/evaluation/intrinsic.py"),
     "finetune": ("src/lmforge/training", "src/lmforge/models", "src/lmforge/finetuning"),
-    "evaluate": ("src/lmforge/evaluation/evaluate.py",),
+    "evaluate": ("src/lmforge/training/evaluate.py",),
     "report": ("src/lmforge/evaluation/report",),
 }
 
@@ -378,7 +378,7 @@ def _run_finetune(params: Params, arch: str, task: str, log: Log) -> dict:
 
 
 def _run_evaluate(params: Params, arch: str, log: Log) -> dict:
-    from .evaluation.evaluate import run_evaluate
+    from .training.evaluate import run_evaluate
 
     return run_evaluate(params, [arch], log=log)[arch]
 
