@@ -66,7 +66,6 @@ from .tasks import Example, Task
 from ..errors import LmforgeError
 
 TEXT_TO_TEXT = frozenset({"t5", "switch", "bart"})
-BERT_LIKE = frozenset({"bert", "ernie", "albert"})
 PAIR_FIELD = "sentence2"  # the text-to-text field name before the second text
 XLNET_CLS_SEGMENT = 2
 
