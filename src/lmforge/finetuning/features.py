@@ -2,7 +2,7 @@
 
 Each architecture gets the input layout its fine-tuning head reads, built from the special ids its
 tokenizer kind saved (``Vocab.from_tokenizer``), never from token spellings; truncation keeps every
-special token. One line per layout in ``LAYOUTS``; the full table is in ``docs/FINETUNING.md``.
+special token. The layouts, one per architecture, are listed in ``docs/FINETUNING.md``.
 """
 
 from __future__ import annotations
@@ -26,19 +26,6 @@ from ..errors import LmforgeError
 TEXT_TO_TEXT = frozenset({"t5", "switch", "bart"})
 PAIR_FIELD = "sentence2"  # the text-to-text field name before the second text
 XLNET_CLS_SEGMENT = 2
-
-LAYOUTS: dict[str, str] = {
-    "bert": "[CLS] a [SEP] (b [SEP]) + token_type_ids",
-    "ernie": "[CLS] a [SEP] (b [SEP]) + token_type_ids",
-    "albert": "<cls> a <sep> (b <sep>) + token_type_ids",
-    "gpt": "<s> a (</s> b) </s>  (start, delimiter, extract)",
-    "transformer_xl": "a </s> (b </s>)",
-    "xlnet": "a <sep> (b <sep>) <cls> + token_type_ids 0/1/2",
-    "elmo": "<S> a </S> (<S> b </S>) as char_ids",
-    "t5": "{prefix}: a (sentence2: b) </s> -> label </s>",
-    "switch": "{prefix}: a (sentence2: b) </s> -> label </s>",
-    "bart": "<s> {prefix}: a (sentence2: b) </s> -> <s> label </s>",
-}
 
 
 class FeatureError(LmforgeError, ValueError):
@@ -353,8 +340,8 @@ def encode_examples(examples: Sequence[Example], arch: str, tokenizer_dir: str |
 
 def encode_split(task: Task, split: str, arch: str, tokenizer_dir: str | Path, max_length: int,
                  label_ids: dict[str, int] | None = None, *, mode: str | None = None) -> list[dict[str, np.ndarray]]:
-    """The examples of ``task.splits[split]`` as unpadded model inputs for ``arch`` (each layout:
-    ``LAYOUTS``, docs/FINETUNING.md), in the split's order. ``tokenizer_dir``: the kind's
+    """The examples of ``task.splits[split]`` as unpadded model inputs for ``arch`` (the layouts:
+    docs/FINETUNING.md), in the split's order. ``tokenizer_dir``: the kind's
     directory (``data/tokenizers/<kind>``) or the tokenizers root. ``label_ids``: label name ->
     class index (default: the order of ``task.label_names``). ``mode``: ``classification`` or
     ``text_to_text`` (the default for t5, switch and bart)."""
