@@ -8,7 +8,9 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .base import CARVE_FRACTION, SPLIT_NAMES, Example, Task, TaskError, carve_validation, check_task, label_name, sort_labels
+from .base import (
+    CARVE_FRACTION, SPLIT_NAMES, Example, Task, TaskError, carve_validation, check_task, label_name, sort_labels,
+)
 from .rows import LABEL_COLUMN, rows_to_examples, text_columns
 
 
