@@ -41,6 +41,36 @@ def test_macro_f1_matches_sklearn(seed):
     assert macro_f1(pred, gold, labels) == pytest.approx(f1_score(gold, pred, labels=labels, average="macro", zero_division=0))
 
 
+def _f1_by_counts(pred, gold, labels):
+    """Each label's 2 tp / (2 tp + fp + fn) (0 when the label is neither predicted nor true),
+    summed in ``labels`` order and divided: the numbers metrics.json has always held."""
+    scores = []
+    for label in labels:
+        tp = sum(p == g == label for p, g in zip(pred, gold))
+        fp = sum(p == label != g for p, g in zip(pred, gold))
+        fn = sum(g == label != p for p, g in zip(pred, gold))
+        scores.append(2 * tp / (2 * tp + fp + fn) if 2 * tp + fp + fn else 0.0)
+    return sum(scores) / len(scores)
+
+
+def test_metrics_are_exactly_the_per_label_formula():
+    # "a" is true but never predicted; "d", "g" and "h" are neither predicted nor true. The mean of
+    # these eight F1s is 0.22916666666666663; NumPy's sum (f1_score's average="macro") gives ...66
+    gold = ["b", "e", "a", "e", "b", "f"]
+    pred = ["c", "f", "b", "e", "b", "f"]
+    labels = ["a", "b", "c", "d", "e", "f", "g", "h"]
+    assert macro_f1(pred, gold, labels) == _f1_by_counts(pred, gold, labels) == 0.22916666666666663
+    assert macro_f1(pred, gold) == _f1_by_counts(pred, gold, ["a", "b", "c", "e", "f"])
+    assert accuracy(pred, gold) == 0.5
+    for seed in range(200):
+        rng = random.Random(seed)
+        names = [f"l{i}" for i in range(rng.randint(2, 12))]
+        gold = [rng.choice(names) for _ in range(rng.randint(1, 120))]
+        pred = [rng.choice(names[:-1]) if rng.random() < 0.5 else g for g in gold]
+        assert macro_f1(pred, gold, names) == _f1_by_counts(pred, gold, names)
+        assert accuracy(pred, gold) == sum(p == g for p, g in zip(pred, gold)) / len(gold)
+
+
 def toy_task(train, test, pair=False, labels=None):
     return Task("toy", "toy", labels or sorted({e.label for e in train + test}), pair,
                 {"train": train, "validation": train[:2], "test": test}, "toy")

@@ -5,9 +5,9 @@ import sys
 
 import pytest
 
-from lmforge.finetuning.tasks import (
-    DEFAULT_TASK, Example, Task, TaskError, carve_validation, load_task, paragraphs, parse_hf_spec, task_from_hf,
-)
+from lmforge.finetuning.tasks import DEFAULT_TASK, Example, Task, TaskError, carve_validation, load_task
+from lmforge.finetuning.tasks.docstring_kind import paragraphs
+from lmforge.finetuning.tasks.hf import parse_hf_spec, task_from_hf
 from lmforge.splits import split_of
 
 from .conftest import SHORT_LINE, docstring_documents, params_at, write_docs
@@ -236,7 +236,7 @@ def test_folder_errors(tmp_path, case, message):
 
 
 def test_jsonl_label_types():
-    from lmforge.finetuning.tasks import label_name
+    from lmforge.finetuning.tasks.base import label_name
 
     assert [label_name(v, "x") for v in (0, 2, 1.0, True, " yes ", "1.0", "-1")] == ["0", "2", "1", "true", "yes", "1", "-1"]
     for bad in (None, float("nan"), "", 0.5, "0.5", [1]):

@@ -43,7 +43,7 @@ def test_dvc_repro_status_metrics_plots_and_experiments(tmp_path):
     root = tmp_path / "project"
     root.mkdir()
     copy_tracked_files(root)
-    assert (root / ".dvc" / "config").exists() and (root / "src" / "lmforge" / "stages.py").exists()
+    assert (root / ".dvc" / "config").exists() and (root / "src" / "lmforge" / "stages" / "graph.py").exists()
     write_corpus(root)
     params = tiny_params(tracking={"uri": f"sqlite:///{tmp_path / 'mlflow.db'}"})
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")

@@ -1,4 +1,4 @@
-"""Fine-tuning data: tasks (``tasks.py``), model inputs per architecture (``features.py``) and
+"""Fine-tuning data: tasks (``tasks/``), model inputs per architecture (``features.py``) and
 the baselines a fine-tuned model should beat (``baselines.py``)."""
 
 from .baselines import accuracy, bag_of_words_baseline, macro_f1, majority_baseline

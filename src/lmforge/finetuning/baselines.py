@@ -6,11 +6,8 @@
   ``CountVectorizer``) into a logistic regression, fit on train, scored on test. A pair is one
   text, ``a SEP b`` with a separator word the vectoriser keeps, so bigrams mark the boundary.
 
-``accuracy`` and ``macro_f1`` are plain implementations (tests check ``macro_f1`` against
-``sklearn.metrics.f1_score(average="macro")``): F1 per label from its true positives, false
-positives and false negatives, ``2 tp / (2 tp + fp + fn)`` (0 when the label is neither
-predicted nor true), averaged over ``labels`` (default: every label in ``gold`` or ``pred``).
-The baselines average over all of ``task.label_names``, as the fine-tuning evaluation does.
+``accuracy`` and ``macro_f1`` are scikit-learn's; the baselines average F1 over all of
+``task.label_names``, as the fine-tuning evaluation does.
 """
 
 from __future__ import annotations
@@ -25,15 +22,24 @@ PAIR_SEPARATOR = "xxsepxx"  # a word CountVectorizer's default token pattern kee
 
 
 def accuracy(pred: Sequence, gold: Sequence) -> float:
+    """The share of predictions equal to their gold label (``sklearn.metrics.accuracy_score``)."""
+    from sklearn.metrics import accuracy_score
+
     if len(pred) != len(gold):
         raise ValueError(f"accuracy: {len(pred)} predictions for {len(gold)} gold labels")
     if not gold:
         raise ValueError("accuracy: no examples")
-    return sum(p == g for p, g in zip(pred, gold)) / len(gold)
+    return float(accuracy_score(list(gold), list(pred)))
 
 
 def macro_f1(pred: Sequence, gold: Sequence, labels: Sequence | None = None) -> float:
-    """The unweighted mean over ``labels`` of each label's F1 (see the module docstring)."""
+    """The unweighted mean over ``labels`` (default: every label in ``gold`` or ``pred``) of each
+    label's F1, 0 for a label neither predicted nor true (``sklearn.metrics.f1_score``).
+
+    scikit-learn gives each label's F1; the mean is taken here, in ``labels`` order, because
+    ``average="macro"`` sums with NumPy, which can differ from this sum in the last bit."""
+    from sklearn.metrics import f1_score
+
     if len(pred) != len(gold):
         raise ValueError(f"macro_f1: {len(pred)} predictions for {len(gold)} gold labels")
     if not gold:
@@ -42,18 +48,8 @@ def macro_f1(pred: Sequence, gold: Sequence, labels: Sequence | None = None) -> 
         labels = sorted(set(gold) | set(pred), key=str)
     if not labels:
         raise ValueError("macro_f1: no labels")
-    tp, fp, fn = Counter(), Counter(), Counter()
-    for p, g in zip(pred, gold):
-        if p == g:
-            tp[g] += 1
-        else:
-            fp[p] += 1
-            fn[g] += 1
-    scores = []
-    for label in labels:
-        denominator = 2 * tp[label] + fp[label] + fn[label]
-        scores.append(2 * tp[label] / denominator if denominator else 0.0)
-    return sum(scores) / len(scores)
+    per_label = f1_score(list(gold), list(pred), labels=list(labels), average=None, zero_division=0).tolist()
+    return sum(per_label) / len(per_label)
 
 
 def scores(pred: Sequence[str], gold: Sequence[str], labels: Sequence[str] | None = None) -> dict[str, float]:

@@ -1,50 +1,8 @@
 """Fine-tuning inputs: a task split encoded for one architecture with its trained tokenizer.
 
-Each architecture gets the input layout its fine-tuning head reads (``models/``), built from the
-special ids its tokenizer kind saved (``Vocab.from_tokenizer``), never from token spellings.
-``a`` is the example's text, ``b`` its second text (pairs only); ``labels`` is the class index
-(an int64 scalar) for the classification heads and the target token ids for text-to-text:
-
-===============  ==========  =====================================================================
-architecture     tokenizer   input
-===============  ==========  =====================================================================
-bert, ernie      wordpiece   ``[CLS] a [SEP] (b [SEP])``, ``token_type_ids`` 0 over ``[CLS] a [SEP]``,
-                             1 over ``b [SEP]``; the head reads the pooled ``[CLS]`` state.
-albert           unigram     the same with the unigram ``<cls>`` / ``<sep>``.
-gpt              bpe         GPT-1's transformation: ``<s> a (D b) </s>``: start ``<s>`` (bos),
-                             extract ``</s>`` (eos, the token closing every document in
-                             pretraining). The delimiter D is the tokenizer's sep token when it
-                             has one, else ``</s>`` (the bpe kind has no sep: its roles are bos,
-                             pad, eos, unk, mask). The head reads the last position whose
-                             ``attention_mask`` is 1, i.e. the extract token under right padding.
-transformer_xl   bpe         ``a </s> (b </s>)``: the document-end token of its pretraining stream
-                             closes the input and is the summary position (the head reads the last
-                             real token); a pair is two "documents" in a row.
-xlnet            unigram     ``a <sep> (b <sep>) <cls>``, ``token_type_ids`` 0 over ``a <sep>``, 1
-                             over ``b <sep>``, 2 for ``<cls>`` (its own segment, as XLNet). The head
-                             reads the last REAL token (by ``attention_mask``), so the right
-                             padding of ``pad_batch`` reads ``<cls>``; no left padding needed.
-elmo             char        words from the char tokenizer's pre-tokeniser, ``<S> a </S> (<S> b </S>)``
-                             (bilm's sentence markers); ``char_ids`` [L, C] are each word's own
-                             UTF-8 bytes (``chars.encode_word``, so a word outside the word
-                             vocabulary keeps its characters), ``input_ids`` the word ids (unused
-                             by the classifier; they give ``attention_mask``). Right padding
-                             (the biLSTM's backward pass requires it).
-t5, switch       unigram     text-to-text: ``{prefix}: a (sentence2: b) </s>``; ``labels`` =
-                             the label word's ids + ``</s>``.
-bart             bpe         text-to-text: ``<s> {prefix}: a (sentence2: b) </s>``; ``labels`` =
-                             ``<s>`` + the label word's ids + ``</s>`` (BART's targets start with
-                             ``<s>``, as in denoising, and its ``generate`` forces ``<s>`` first).
-===============  ==========  =====================================================================
-
-The seq2seq models shift ``labels`` right into their decoder inputs themselves
-(``decoder_start_id``: pad for T5/Switch, ``</s>`` for BART), so no ``decoder_input_ids`` are
-produced. ``mode="classification"`` gives t5 / switch / bart the same input with a class index
-instead (their ``*ForSequenceClassification`` heads read the decoder state at the last
-``</s>``).
-
-Truncation keeps every special token (and the text-to-text prefix and field name): the texts
-are cut from the end, the longer of a pair first (``longest_first``), to fit ``max_length``.
+Each architecture gets the input layout its fine-tuning head reads, built from the special ids its
+tokenizer kind saved (``Vocab.from_tokenizer``), never from token spellings; truncation keeps every
+special token. The layouts, one per architecture, are listed in ``docs/FINETUNING.md``.
 """
 
 from __future__ import annotations
@@ -66,22 +24,8 @@ from .tasks import Example, Task
 from ..errors import LmforgeError
 
 TEXT_TO_TEXT = frozenset({"t5", "switch", "bart"})
-BERT_LIKE = frozenset({"bert", "ernie", "albert"})
 PAIR_FIELD = "sentence2"  # the text-to-text field name before the second text
 XLNET_CLS_SEGMENT = 2
-
-LAYOUTS: dict[str, str] = {
-    "bert": "[CLS] a [SEP] (b [SEP]) + token_type_ids",
-    "ernie": "[CLS] a [SEP] (b [SEP]) + token_type_ids",
-    "albert": "<cls> a <sep> (b <sep>) + token_type_ids",
-    "gpt": "<s> a (</s> b) </s>  (start, delimiter, extract)",
-    "transformer_xl": "a </s> (b </s>)",
-    "xlnet": "a <sep> (b <sep>) <cls> + token_type_ids 0/1/2",
-    "elmo": "<S> a </S> (<S> b </S>) as char_ids",
-    "t5": "{prefix}: a (sentence2: b) </s> -> label </s>",
-    "switch": "{prefix}: a (sentence2: b) </s> -> label </s>",
-    "bart": "<s> {prefix}: a (sentence2: b) </s> -> <s> label </s>",
-}
 
 
 class FeatureError(LmforgeError, ValueError):
@@ -396,8 +340,8 @@ def encode_examples(examples: Sequence[Example], arch: str, tokenizer_dir: str |
 
 def encode_split(task: Task, split: str, arch: str, tokenizer_dir: str | Path, max_length: int,
                  label_ids: dict[str, int] | None = None, *, mode: str | None = None) -> list[dict[str, np.ndarray]]:
-    """The examples of ``task.splits[split]`` as unpadded model inputs for ``arch`` (see the
-    module docstring for each layout), in the split's order. ``tokenizer_dir``: the kind's
+    """The examples of ``task.splits[split]`` as unpadded model inputs for ``arch`` (the layouts:
+    docs/FINETUNING.md), in the split's order. ``tokenizer_dir``: the kind's
     directory (``data/tokenizers/<kind>``) or the tokenizers root. ``label_ids``: label name ->
     class index (default: the order of ``task.label_names``). ``mode``: ``classification`` or
     ``text_to_text`` (the default for t5, switch and bart)."""

@@ -29,7 +29,7 @@ from ..objectives.dataset import open_objective
 from ..objectives.registry import OBJECTIVE_TOKENIZER
 from .data import ObjectiveDataModule
 from .module import LMForgeModule
-from .recipes import Recipe, load_recipe, size_recipe
+from .recipes import Recipe, load_recipe, recipe_path, size_recipe
 from .run import History, build_trainer, is_rank_zero, prepare_checkpoints, world_size
 
 
@@ -112,7 +112,7 @@ def run_pretrain(params: Params, arch: str, *, log: Callable[[str], None] = prin
     tracker = (tracker_factory or tracking_factory(params))(
         run_name=f"pretrain-{arch}",
         tags={**tracking.run_tags(commit=tracking.git_commit("."),
-                                  inputs=tracking.dvc_hashes([tok_dir, store_manifest.parent, Path(params.train.recipes) / f"{arch}.yaml"]),
+                                  inputs=tracking.dvc_hashes([tok_dir, store_manifest.parent, recipe_path(params, arch)]),
                                   recipe=f"{params.train.recipes}/{arch}.yaml"),
               "stage": "pretrain", "architecture": arch, "objective": recipe.objective})
     started = time.time()

@@ -10,7 +10,7 @@ from ..kind import CheckOutcome, CheckSpec, StageKind, numbers, read_json, read_
 
 
 def run(params: Params, stage, log) -> dict:
-    from ...evaluation.evaluate import run_evaluate
+    from ...training.evaluate import run_evaluate
 
     arch = stage.key["arch"]
     return run_evaluate(params, [arch], log=log)[arch]
@@ -48,7 +48,7 @@ def metadata(stage, params: Params, out: Path) -> dict:
 
 KIND = StageKind(
     name="evaluate", group="evaluation",
-    code=("src/lmforge/evaluation/evaluate.py",),
+    code=("src/lmforge/training/evaluate.py",),
     tools=frozenset({"mlflow", "json"}),
     run=run, check=check, metadata=metadata,
     checks=(

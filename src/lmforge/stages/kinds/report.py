@@ -37,7 +37,7 @@ def metadata(stage, params: Params, out: Path) -> dict:
 
 KIND = StageKind(
     name="report", group="evaluation",
-    code=("src/lmforge/evaluation/report.py",),
+    code=("src/lmforge/evaluation/report",),
     tools=frozenset({"pandas", "matplotlib"}),
     run=run, summary=summary, metadata=metadata,
 )

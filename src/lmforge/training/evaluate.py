@@ -1,15 +1,9 @@
-"""``lmforge evaluate``: gather each architecture's measured numbers, gate promotions, log them.
-
-The numbers themselves are measured where the model is at hand, on splits no training step
-saw: the intrinsic evaluation at the end of pretraining (validation split of the objective,
-against its unigram baseline), the downstream evaluation at the end of fine-tuning (the task's
-test split, against the majority-class and bag-of-words baselines). This stage writes one
-``<evaluate.output>/evaluation/<arch>.json`` per architecture (what the leaderboard reads),
-logs an MLflow run per architecture, and applies the promotion gate: a registered model's
-``champion`` alias moves to the new version only when it beats the current champion on the
-recipe's metric (fine-tuned models: ``tracking.promotion_metric`` on the test split, higher is
-better; pretrained models: validation loss, lower is better).
-"""
+"""``lmforge evaluate``: gather each architecture's pretraining and fine-tuning numbers into
+``<evaluate.output>/evaluation/<arch>.json`` (what the report reads), log an MLflow run per
+architecture and apply the promotion gate: a registered model's ``champion`` alias moves to a new
+version only when it beats the champion on the recipe's metric (fine-tuned: the test split's
+``tracking.promotion_metric``, higher is better; pretrained: validation loss, lower is better).
+The numbers themselves are measured at the end of pretraining and of fine-tuning."""
 
 from __future__ import annotations
 
@@ -18,8 +12,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .. import layout
 from ..config import Params
-from ..cleaning.storage import atomic_write_json
+from ..artifacts import atomic_write_json
 
 
 def _read(path: Path) -> dict | None:
@@ -27,9 +22,7 @@ def _read(path: Path) -> dict | None:
 
 
 def gather(params: Params, arch: str) -> dict[str, Any]:
-    from ..layout import finetune_dir
-
-    root = Path(params.train.output) / arch
+    root = layout.architecture_dir(params, arch)
     pre = _read(root / "pretrain" / "metrics.json")
     if pre is None:
         raise FileNotFoundError(f"{arch}: no {root / 'pretrain' / 'metrics.json'}; run `lmforge pretrain {arch}` first")
@@ -39,7 +32,7 @@ def gather(params: Params, arch: str) -> dict[str, Any]:
     out["pretrain"]["history"] = str(root / "pretrain" / "history.csv")
     out["finetune"] = {}
     for task in params.finetune.tasks:
-        d = finetune_dir(params, arch, task)
+        d = layout.finetune_dir(params, arch, task)
         ft = _read(d / "metrics.json")
         if ft is None:
             continue
@@ -53,11 +46,11 @@ def gather(params: Params, arch: str) -> dict[str, Any]:
 def run_evaluate(params: Params, archs: list[str] | None = None, *, log: Callable[[str], None] = print,
                  tracker_factory=None) -> dict[str, dict]:
     from .. import tracking
-    from ..training.pretrain import tracking_factory
+    from .pretrain import tracking_factory
 
     factory = tracker_factory or tracking_factory(params)
     uri = tracking.resolve_tracking_uri(params.tracking.uri)
-    out_dir = Path(params.evaluate.output) / "evaluation"
+    out_dir = layout.evaluations_dir(params)
     out_dir.mkdir(parents=True, exist_ok=True)
     results = {}
     for arch in archs or params.train.architectures:

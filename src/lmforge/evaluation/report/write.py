@@ -1,0 +1,107 @@
+"""``write_report``: the leaderboard (CSV, Markdown), metrics.json, the charts and the loss
+tables, each written atomically (a temporary file in the same folder, then ``os.replace``), so an
+interrupted run never leaves a half-written report behind."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from . import charts
+from .leaderboard import leaderboard, leaderboard_markdown, leaderboard_metrics, lookup
+
+log = logging.getLogger(__name__)
+
+
+def _resolve(path: Any, root: Path) -> Path | None:
+    if not path:
+        return None
+    path = Path(str(path))
+    return path if path.is_absolute() else root / path
+
+
+def read_history(path: Path | None) -> pd.DataFrame | None:
+    """A history CSV, one row per step (rows of the same step merged, empty cells NaN), or None
+    when there is none."""
+    if path is None or not path.is_file():
+        if path is not None:
+            log.warning("history %s not found; left out of the loss plots", path)
+        return None
+    try:
+        df = pd.read_csv(path)
+    except (OSError, ValueError) as exc:  # EmptyDataError and ParserError are ValueErrors
+        log.warning("history %s unreadable (%s); left out of the loss plots", path, exc)
+        return None
+    if "step" not in df.columns:
+        log.warning("history %s has no step column; left out of the loss plots", path)
+        return None
+    df = df.apply(pd.to_numeric, errors="coerce").dropna(subset=["step"])
+    # training and validation log separate rows at the same step: merge them
+    return df.groupby("step", sort=True).first().reset_index()
+
+
+def loss_table(history: pd.DataFrame | None) -> pd.DataFrame | None:
+    """step, train_loss[, val_loss]: the rows with a train loss."""
+    if history is None or "train/loss" not in history.columns:
+        return None
+    table = pd.DataFrame({"step": history["step"].astype("int64"), "train_loss": history["train/loss"]})
+    if "val/loss" in history.columns and history["val/loss"].notna().any():
+        table["val_loss"] = history["val/loss"]
+    return table[table["train_loss"].notna()].reset_index(drop=True)
+
+
+def _atomic_write(path: Path, data: bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _safe_name(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name) or "_"
+
+
+def write_report(evaluations: list[dict], output_dir: str | os.PathLike, task: str | None = None,
+                 root: str | os.PathLike = ".") -> dict[str, Any]:
+    """Write the leaderboard (CSV, Markdown), metrics.json, the plots and ``plots/loss_<arch>.csv``
+    into ``output_dir``; history paths are resolved against ``root`` unless absolute.
+
+    Returns ``{"leaderboard": DataFrame, "files": [Path, ...]}``."""
+    output_dir = Path(output_dir)
+    root = Path(root)
+    df = leaderboard(evaluations, task=task)
+    names = [str(e.get("architecture")) for e in evaluations]
+    histories = {name: read_history(_resolve(lookup(e, "pretrain", "history"), root))
+                 for name, e in zip(names, evaluations)}
+
+    files = [
+        _atomic_write(output_dir / "leaderboard.csv", df.to_csv(index=False).encode("utf-8")),
+        _atomic_write(output_dir / "leaderboard.md", leaderboard_markdown(df).encode("utf-8")),
+        _atomic_write(output_dir / "metrics.json",
+                      (json.dumps(leaderboard_metrics(df), indent=2, ensure_ascii=False) + "\n").encode("utf-8")),
+        _atomic_write(output_dir / "loss_curves.png", charts.loss_curves(names, histories)),
+        _atomic_write(output_dir / "bits_per_byte.png", charts.bits_per_byte(df)),
+        _atomic_write(output_dir / "downstream.png", charts.downstream(df)),
+    ]
+    for name in names:
+        table = loss_table(histories.get(name))
+        if table is None:
+            continue
+        files.append(_atomic_write(output_dir / "plots" / f"loss_{_safe_name(name)}.csv",
+                                   table.to_csv(index=False).encode("utf-8")))
+    return {"leaderboard": df, "files": files}

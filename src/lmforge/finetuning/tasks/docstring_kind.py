@@ -1,0 +1,95 @@
+"""The demo task, ``docstring_kind`` (the default): paragraphs of the clean stdlib corpus's
+docstrings, labelled with what the docstring documents (module, class or function), each in its
+document's pretraining split."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+from .base import SPLIT_NAMES, Example, Task, TaskError
+
+DEFAULT_TASK = "docstring_kind"
+DOCSTRING_LABELS = ["module", "class", "function"]
+
+
+def paragraphs(text: str, min_words: int, max_chars: int) -> list[tuple[int, str]]:
+    """(line number, paragraph) of the lines with at least ``min_words`` words, each cut to
+    ``max_chars`` characters at the last word boundary that fits."""
+    out = []
+    for i, line in enumerate(text.split("\n")):
+        line = " ".join(line.split())
+        if not line or len(line.split(" ")) < min_words:
+            continue
+        if len(line) > max_chars:
+            cut = line[: max_chars + 1]
+            line = cut.rsplit(" ", 1)[0] if " " in cut else line[:max_chars]
+        out.append((i, line))
+    return out
+
+
+def docstring_kind_task(params, *, min_words: int = 8, max_chars: int = 512) -> Task:
+    """The default task from the clean corpus (see the module docstring and docs/FINETUNING.md)."""
+    import pyarrow.parquet as pq
+
+    from ...splits import split_of
+    from ...tokenization.corpus import clean_dir
+
+    if min_words < 1:
+        raise TaskError(f"{DEFAULT_TASK}: min_words must be at least 1, got {min_words}")
+    if max_chars < 16:
+        raise TaskError(f"{DEFAULT_TASK}: max_chars must be at least 16, got {max_chars}")
+    directory = clean_dir(params)
+    shards = sorted(directory.glob("shard-*.parquet"))
+    if not shards:
+        raise TaskError(f"{DEFAULT_TASK}: no clean shards (shard-*.parquet) in {directory}; run `lmforge clean` first")
+    documents: list[tuple[str, str, str]] = []  # (id, label, text)
+    unlabelled = 0
+    for shard in shards:
+        try:
+            table = pq.read_table(shard, columns=["id", "text", "metadata"])
+        except Exception as exc:  # pyarrow raises several types for unreadable or schema-less files
+            raise TaskError(f"{shard}: cannot read the id, text and metadata columns: {exc}") from None
+        for doc_id, text, metadata in zip(*(table.column(c).to_pylist() for c in ("id", "text", "metadata"))):
+            try:
+                meta = json.loads(metadata) if metadata else {}
+            except ValueError as exc:
+                raise TaskError(f"{shard}: document {doc_id!r}: metadata is not valid JSON ({exc})") from None
+            label = meta.get("docstring_of") if isinstance(meta, dict) else None
+            if label is None:
+                unlabelled += 1
+                continue
+            if label not in DOCSTRING_LABELS:
+                raise TaskError(f"{shard}: document {doc_id!r}: metadata docstring_of is {label!r}, "
+                                f"expected one of {DOCSTRING_LABELS}")
+            documents.append((doc_id, label, text or ""))
+    if not documents:
+        raise TaskError(f"{DEFAULT_TASK}: none of the {unlabelled} documents in {directory} has 'docstring_of' in its "
+                        "metadata; re-run `lmforge clean` on the stdlib corpus (clean.inputs: [stdlib])")
+    documents.sort(key=lambda d: d[0])  # independent of how the corpus was sharded
+    splits: dict[str, list[Example]] = {s: [] for s in SPLIT_NAMES}
+    doc_counts = Counter()
+    for doc_id, label, text in documents:
+        split = split_of(doc_id, params.split)
+        doc_counts[split] += 1
+        for line, paragraph in paragraphs(text, min_words, max_chars):
+            splits[split].append(Example(paragraph, None, label, id=f"{doc_id}#{line}"))
+    task = Task(
+        name=DEFAULT_TASK,
+        description=("3-way classification of Python-stdlib docstring paragraphs: is this paragraph from a "
+                     "module's, a class's (its methods' docstrings included) or a function's docstring? "
+                     f"Paragraphs of >= {min_words} words, cut to {max_chars} characters; split by document id "
+                     "with the pretraining split, so test paragraphs come from documents unseen in pretraining."),
+        label_names=list(DOCSTRING_LABELS),
+        pair=False,
+        splits=splits,
+        prefix="docstring kind",
+        info={"source": str(directory), "documents": dict(doc_counts), "unlabelled_documents": unlabelled,
+              "min_words": min_words, "max_chars": max_chars},
+    )
+    for split in SPLIT_NAMES:
+        if not splits[split]:
+            raise TaskError(f"{DEFAULT_TASK}: no paragraphs of >= {min_words} words in the {split} split "
+                            f"({doc_counts[split]} documents of {directory} are in it)")
+    return task
+

@@ -1,0 +1,53 @@
+"""``load_task``: the one entry point from a task spec to a checked, capped ``Task``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .base import Task, TaskError, cap_splits
+from .docstring_kind import DEFAULT_TASK, docstring_kind_task
+from .folder import folder_task
+from .hf import hf_task
+
+_FROM_PARAMS = object()  # max_train default: params.finetune.max_train_examples, else 4000
+
+
+def load_task(spec: str, params=None, *, seed: int = 0, max_train: int | None = _FROM_PARAMS,  # type: ignore[assignment]
+              max_eval: int | None = 2000, min_words: int = 8, max_chars: int = 512) -> Task:
+    """Build the task ``spec`` (the forms are listed in the module docstring).
+
+    ``params``: the project ``Params`` (the default task reads its clean corpus and split
+    settings; ``None`` loads ``params.yaml``). ``max_train`` / ``max_eval`` cap the train split
+    and each of validation and test (``None``: no cap) by a sample seeded with ``seed``;
+    ``max_train`` defaults to ``params.finetune.max_train_examples`` (4000 without it).
+    ``min_words`` and ``max_chars`` apply to the default task's paragraphs.
+    """
+    if not isinstance(spec, str) or not spec.strip():
+        raise TaskError(f"task spec must be a non-empty string, got {spec!r}")
+    spec = spec.strip()
+    if max_train is _FROM_PARAMS:
+        finetune = getattr(params, "finetune", None)
+        max_train = getattr(finetune, "max_train_examples", 4000) if finetune is not None else 4000
+    for name, cap in (("max_train", max_train), ("max_eval", max_eval)):
+        if cap is not None and (not isinstance(cap, int) or cap < 1):
+            raise TaskError(f"{name} must be a positive integer or None, got {cap!r}")
+    if spec == DEFAULT_TASK:
+        if params is None:
+            from ...config import load_params
+
+            params = load_params()
+        task = docstring_kind_task(params, min_words=min_words, max_chars=max_chars)
+    elif spec.startswith("hf:"):
+        task = hf_task(spec, seed=seed)
+    else:
+        path = Path(spec).expanduser()
+        if path.is_dir():
+            task = folder_task(path)
+        elif path.exists():
+            raise TaskError(f"task {spec!r}: {path} is a file; a task folder holds train/validation/test files")
+        elif "/" in spec or "\\" in spec or spec.startswith("."):
+            raise TaskError(f"task {spec!r}: no such directory")
+        else:
+            raise TaskError(f"unknown task {spec!r}; a task is {DEFAULT_TASK!r}, a directory of "
+                            "train/validation/test .csv/.tsv/.jsonl files, or hf:NAME[/CONFIG]")
+    return cap_splits(task, max_train=max_train, max_eval=max_eval, seed=seed)

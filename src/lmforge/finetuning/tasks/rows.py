@@ -1,0 +1,65 @@
+"""Rows with GLUE's column names (a text column or a pair of them, and ``label``) as examples:
+what the sources that read tables (a folder of files, ``hf:`` datasets) share."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from .base import Example, TaskError, label_name
+
+# (first, second) text columns of sentence-pair tasks, tried in this order, then single columns
+PAIR_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("sentence1", "sentence2"),
+    ("question", "sentence"),
+    ("question1", "question2"),
+    ("premise", "hypothesis"),
+    ("question", "passage"),
+    ("text", "text_pair"),
+)
+SINGLE_COLUMNS: tuple[str, ...] = ("sentence", "text")
+LABEL_COLUMN = "label"
+
+
+def text_columns(columns: Sequence[str], where: str) -> tuple[str, str | None]:
+    """(text column, pair column or None) from GLUE-style column names."""
+    present = set(columns)
+    for first, second in PAIR_COLUMNS:
+        if first in present and second in present:
+            return first, second
+    for single in SINGLE_COLUMNS:
+        if single in present:
+            return single, None
+    expected = ", ".join(SINGLE_COLUMNS) + " (single) or " + ", ".join(f"{a}+{b}" for a, b in PAIR_COLUMNS) + " (pairs)"
+    raise TaskError(f"{where}: no text column; expected {expected}; found {sorted(present)}")
+
+
+
+def _text(value: Any, where: str, column: str) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        raise TaskError(f"{where}: missing {column!r}")
+    if not isinstance(value, str):
+        value = str(value)
+    if not value.strip():
+        raise TaskError(f"{where}: empty {column!r}")
+    return value
+
+
+def rows_to_examples(rows: Iterable[dict[str, Any]], columns: tuple[str, str | None], where: str,
+                     label_map=None) -> list[Example]:
+    """Examples from dict rows; ``where`` names the source (``file``); rows are numbered from 1."""
+    first, second = columns
+    out = []
+    for n, row in enumerate(rows, start=1):
+        at = f"{where}: row {n}"
+        if LABEL_COLUMN not in row:
+            raise TaskError(f"{at}: no {LABEL_COLUMN!r} column")
+        raw = row[LABEL_COLUMN]
+        label = label_map(raw, at) if label_map is not None else label_name(raw, at)
+        if label is None:  # an unlabelled row (hf: -1), skipped
+            continue
+        pair = _text(row.get(second), at, second) if second is not None else None
+        out.append(Example(_text(row.get(first), at, first), pair, label, id=f"{where}:{n}"))
+    return out
+
