@@ -19,6 +19,7 @@ import torch
 from mlflow import MlflowClient
 
 from lmforge import tracking
+from lmforge.models.folder import load_model_dir, save_model_dir
 from lmforge.models.layers import ConfigError
 from lmforge.models.registry import build_model
 from lmforge.tracking import (
@@ -29,12 +30,10 @@ from lmforge.tracking import (
     ensure_tracking_store,
     git_commit,
     is_rank_zero,
-    load_model_dir,
     load_registered_model,
     promote_if_better,
     resolve_tracking_uri,
     run_tags,
-    save_model_dir,
 )
 
 TINY = {"vocab_size": 64, "n_layers": 1, "d_model": 32, "n_heads": 2, "d_ff": 64, "n_positions": 32}
