@@ -4,6 +4,7 @@ import os
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")  # tests never reach the network
 
+import ast
 import hashlib
 import json
 import math
@@ -19,6 +20,7 @@ import torch
 from mlflow import MlflowClient
 
 from lmforge import tracking
+from lmforge.models import folder
 from lmforge.models.folder import load_model_dir, save_model_dir
 from lmforge.models.layers import ConfigError
 from lmforge.models.registry import build_model
@@ -385,6 +387,30 @@ def test_run_tags(monkeypatch):
     assert run_tags(commit=None, inputs={}, recipe=None, dagster_run_id="given")["dagster_run_id"] == "given"
 
 
-def test_module_does_not_import_lightning():
-    source = Path(tracking.__file__).read_text()
-    assert "import lightning" not in source and "from lightning" not in source
+def _imported_modules(path: Path, package: str) -> set[str]:
+    """The absolute names of the modules a source file imports (``from x import y`` counts both
+    ``x`` and ``x.y``, since ``y`` may be a module)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            names.add(module)
+            names.update(f"{module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def test_tracking_imports_no_lightning_and_no_layer_above_it():
+    """Nothing in lmforge.tracking imports Lightning or the layers built on it (training, stages,
+    the CLI, the Dagster project); a model folder needs neither MLflow nor Lightning."""
+    above = ("lmforge.training", "lmforge.stages", "lmforge.cli", "dagster_project")
+    for path in Path(tracking.__file__).parent.glob("*.py"):
+        names = _imported_modules(path, "lmforge.tracking")
+        assert not [n for n in names if n.split(".")[0] == "lightning" or n.startswith(above)], path
+    names = _imported_modules(Path(folder.__file__), "lmforge.models")
+    assert {n.split(".")[0] for n in names} <= {"__future__", "json", "os", "shutil", "tempfile", "pathlib",
+                                                 "typing", "torch", "safetensors", "lmforge"}
+    assert all(n.startswith(("lmforge.models.", "lmforge.errors")) or n == "lmforge.__version__"
+               for n in names if n.startswith("lmforge."))
