@@ -4,8 +4,7 @@ tags that record them.
 
 from __future__ import annotations
 
-import hashlib
-import json
+import contextlib
 import logging
 import os
 import posixpath
@@ -87,55 +86,50 @@ def _dvc_file_md5(path: Path) -> str | None:
     return None
 
 
-def _file_md5(path: Path) -> str:
-    digest = hashlib.md5()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+def _dvc_md5(path: Path, ignore_root: Path) -> str | None:
+    """The md5 DVC itself computes for ``path`` (dvc-data's ``build``, what ``dvc add`` and
+    ``dvc.lock`` record): a file's md5, or a folder's ``<md5>.dir`` with the ``.dvcignore`` rules
+    under ``ignore_root`` applied. None for a folder DVC refuses to hash (one holding a
+    ``.dvcignore``)."""
+    from dvc.ignore import DvcIgnoreFilter
+    from dvc_data.hashfile.build import IgnoreInCollectedDirError, build
+    from dvc_data.hashfile.db import HashFileDB
+    from dvc_objects.fs import LocalFileSystem, MemoryFileSystem
 
-
-# DVC skips these folders when it hashes a directory; .dvcignore patterns are NOT applied here.
-_DVC_SKIPPED_DIRS = {".git", ".hg", ".dvc"}
-
-
-def _dir_md5(path: Path) -> str:
-    """DVC 3's directory hash: the md5 of ``json.dumps(entries, sort_keys=True)`` where entries are
-    ``{"md5": <file md5>, "relpath": <posix path>}`` for every file below, sorted by relpath, plus
-    the suffix ``.dir`` (dvc-data's ``Tree.digest``). An approximation in two respects: ``.dvcignore``
-    rules are not applied, and DVC 2's ``md5-dos2unix`` hashes (lock files without ``hash: md5``)
-    are not reproduced — DVC 3 hashes raw bytes, as here."""
-    entries = []
-    for current, dirs, files in os.walk(path):
-        dirs[:] = [d for d in dirs if d not in _DVC_SKIPPED_DIRS]
-        for name in files:
-            full = Path(current) / name
-            entries.append({"md5": _file_md5(full), "relpath": full.relative_to(path).as_posix()})
-    entries.sort(key=lambda entry: entry["relpath"])
-    return hashlib.md5(json.dumps(entries, sort_keys=True).encode("utf-8")).hexdigest() + ".dir"
+    fs = LocalFileSystem()
+    ignore = DvcIgnoreFilter(fs, os.fspath(ignore_root)) if path.is_dir() else None
+    staging = HashFileDB(MemoryFileSystem(), "lmforge-dvc-hashes")  # dry run: nothing is written to it
+    try:
+        _, meta, obj = build(staging, os.fspath(path), fs, "md5", dry_run=True, ignore=ignore)
+    except IgnoreInCollectedDirError as exc:
+        logger.warning("no DVC hash for %s: %s", path, exc)
+        return None
+    if meta.isdir:  # the folder's listing stays in DVC's in-memory filesystem otherwise
+        with contextlib.suppress(OSError):
+            obj.fs.rm_file(obj.path)
+    return obj.hash_info.value
 
 
 def dvc_hashes(paths: list[str | Path], root: str | Path = ".") -> dict[str, str]:
     """The DVC md5 of each input path, keyed by the path relative to ``root`` (posix; absolute
     when outside ``root``). Taken from ``<root>/dvc.lock`` when a stage records the path as an out,
-    else from a ``<path>.dvc`` file, else computed the way DVC 3 does (a file: md5 of its bytes; a
-    directory: see ``_dir_md5``). A missing path is omitted."""
+    else from a ``<path>.dvc`` file, else computed by DVC's own code (``_dvc_md5``; the
+    ``.dvcignore`` rules of ``root``, or of a folder outside it, apply). A missing path is
+    omitted. DVC is imported only when something has to be computed."""
     root_path = Path(root).expanduser().resolve()
     recorded = _recorded_outs(root_path)
     hashes: dict[str, str] = {}
     for path in paths:
         key = _relative_key(path, root_path)
-        absolute = Path(path) if Path(path).is_absolute() else root_path / path
+        absolute = Path(os.path.abspath(path if Path(path).is_absolute() else root_path / path))
         if key in recorded:
             hashes[key] = recorded[key]
         elif not absolute.exists():
             continue
         elif (md5 := _dvc_file_md5(absolute)) is not None:
             hashes[key] = md5
-        elif absolute.is_dir():
-            hashes[key] = _dir_md5(absolute)
-        else:
-            hashes[key] = _file_md5(absolute)
+        elif (md5 := _dvc_md5(absolute, root_path if absolute.is_relative_to(root_path) else absolute)) is not None:
+            hashes[key] = md5
     return hashes
 
 
