@@ -1,4 +1,4 @@
-"""lmforge.tracking: URIs, the Tracker, model directories, the registry gate, provenance."""
+"""lmforge.tracking: URIs, the Tracker, the registry gate, provenance; and the model folders it logs (lmforge.models.folder)."""
 
 import os
 
