@@ -1,4 +1,4 @@
-"""lmforge.tracking: URIs, the Tracker, the registry gate, provenance; and the model folders it logs (lmforge.models.folder)."""
+"""lmforge.tracking: URIs, the Tracker, the registry gate, provenance; the model folders it logs."""
 
 import os
 
