@@ -155,8 +155,8 @@ def quiet_mlflow() -> Iterator[None]:
 def global_tracking_uri(uri: str) -> Iterator[None]:
     """Point MLflow's process-global tracking URI at ``uri`` for the duration, then restore it
     (including the ``MLFLOW_TRACKING_URI`` environment variable, which ``set_tracking_uri`` also
-    writes). ``mlflow.pyfunc.log_model`` has no URI argument; everything else here passes the URI
-    explicitly."""
+    writes). ``mlflow.pyfunc.log_model`` has no URI argument and the registry resolves ``models:/``
+    sources through the global URI; everything else passes the URI explicitly."""
     with _URI_LOCK:
         env = os.environ.get("MLFLOW_TRACKING_URI")
         previous = mlflow.get_tracking_uri() if mlflow.tracking.is_tracking_uri_set() else None
