@@ -1,13 +1,15 @@
-"""lmforge.tracking: URIs, the Tracker, model directories, the registry gate, provenance."""
+"""lmforge.tracking: URIs, the Tracker, the registry gate, provenance; the model folders it logs."""
 
 import os
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")  # tests never reach the network
 
+import ast
 import hashlib
 import json
 import math
 import subprocess
+import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -16,9 +18,12 @@ import mlflow
 import pandas as pd
 import pytest
 import torch
+import yaml
 from mlflow import MlflowClient
 
 from lmforge import tracking
+from lmforge.models import folder
+from lmforge.models.folder import load_model_dir, save_model_dir
 from lmforge.models.layers import ConfigError
 from lmforge.models.registry import build_model
 from lmforge.tracking import (
@@ -29,12 +34,10 @@ from lmforge.tracking import (
     ensure_tracking_store,
     git_commit,
     is_rank_zero,
-    load_model_dir,
     load_registered_model,
     promote_if_better,
     resolve_tracking_uri,
     run_tags,
-    save_model_dir,
 )
 
 TINY = {"vocab_size": 64, "n_layers": 1, "d_model": 32, "n_heads": 2, "d_ff": 64, "n_positions": 32}
@@ -378,6 +381,40 @@ def test_dvc_hashes_from_lock_and_computed(tmp_path):
     assert dvc_hashes([], root=tmp_path) == {}
 
 
+def test_computed_dvc_hashes_equal_what_dvc_records(tmp_path):
+    """DVC hashes a stage's dependencies itself and records them in dvc.lock (dvc_hashes reads only
+    the outs there): the hashes computed here equal them, for a file (CRLF text: DVC 3 hashes the raw
+    bytes) and for a folder (nested, a .git folder inside, a .dvcignore rule at the root)."""
+    project = tmp_path / "project"
+    shards = project / "data" / "shards"
+    (shards / "sub").mkdir(parents=True)
+    (shards / ".git").mkdir()
+    for name, data in {"b.txt": b"bbb", "a-b.txt": b"x", "sub/a.txt": b"aaa", ".git/HEAD": b"ref",
+                       "skipped.log": b"ignored", "sub/empty.bin": b""}.items():
+        (shards / name).write_bytes(data)
+    (project / "data" / "raw.txt").write_bytes(b"hello\r\nworld\r\n")
+    (project / ".dvcignore").write_text("*.log\n")
+    env = {**os.environ, "DVC_NO_ANALYTICS": "1", "DVC_SITE_CACHE_DIR": str(tmp_path / "dvc-site-cache")}
+
+    def dvc(*args: str) -> None:
+        subprocess.run([str(Path(sys.executable).parent / "dvc"), *args], cwd=project, env=env, check=True,
+                       capture_output=True)
+
+    dvc("init", "--no-scm", "-q")
+    dvc("stage", "add", "-q", "-n", "copy", "-d", "data/raw.txt", "-d", "data/shards", "-o", "out.txt",
+        "cp data/raw.txt out.txt")
+    dvc("repro", "-q")
+    lock = yaml.safe_load((project / "dvc.lock").read_text())["stages"]["copy"]
+    recorded = {dep["path"]: dep["md5"] for dep in lock["deps"]}
+    assert recorded["data/shards"].endswith(".dir") and len(recorded) == 2
+    assert dvc_hashes(["data/raw.txt", project / "data" / "shards", "out.txt"], root=project) == {
+        **recorded, "out.txt": lock["outs"][0]["md5"]}
+    (project / ".dvcignore").unlink()  # the ignored file now counts
+    assert dvc_hashes(["data/shards"], root=project)["data/shards"] != recorded["data/shards"]
+    (shards / ".dvcignore").write_text("*.txt\n")  # DVC refuses to hash a folder holding one: no tag
+    assert dvc_hashes(["data/shards", "data/raw.txt"], root=project) == {"data/raw.txt": recorded["data/raw.txt"]}
+
+
 def test_run_tags(monkeypatch):
     tags = run_tags(commit="abc-dirty", inputs={"data/clean": "11.dir"}, recipe="tiny-gpt", extra={"k": 1, "n": None})
     assert tags == {"git_commit": "abc-dirty", "dvc.data/clean": "11.dir", "recipe": "tiny-gpt", "k": "1"}
@@ -386,6 +423,35 @@ def test_run_tags(monkeypatch):
     assert run_tags(commit=None, inputs={}, recipe=None, dagster_run_id="given")["dagster_run_id"] == "given"
 
 
-def test_module_does_not_import_lightning():
-    source = Path(tracking.__file__).read_text()
-    assert "import lightning" not in source and "from lightning" not in source
+def _imported_modules(path: Path, package: str, module_level_only: bool = False) -> set[str]:
+    """The absolute names of the modules a source file imports (``from x import y`` counts both
+    ``x`` and ``x.y``, since ``y`` may be a module); only its top-level statements with
+    ``module_level_only``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names: set[str] = set()
+    for node in tree.body if module_level_only else ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            names.add(module)
+            names.update(f"{module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def test_tracking_imports_no_lightning_and_no_layer_above_it():
+    """Nothing in lmforge.tracking imports Lightning or the layers built on it (training, stages,
+    the CLI, the Dagster project); a model folder needs neither MLflow nor Lightning."""
+    above = ("lmforge.training", "lmforge.stages", "lmforge.cli", "dagster_project")
+    for path in Path(tracking.__file__).parent.glob("*.py"):
+        names = _imported_modules(path, "lmforge.tracking")
+        assert not [n for n in names if n.split(".")[0] == "lightning" or n.startswith(above)], path
+        # DVC only inside the function that needs it: importing lmforge.tracking stays fast
+        top = _imported_modules(path, "lmforge.tracking", module_level_only=True)
+        assert not [n for n in top if n.split(".")[0] in ("dvc", "dvc_data", "dvc_objects")], path
+    names = _imported_modules(Path(folder.__file__), "lmforge.models")
+    assert {n.split(".")[0] for n in names} <= {"__future__", "json", "os", "shutil", "tempfile", "pathlib",
+                                                 "typing", "torch", "safetensors", "lmforge"}
+    assert all(n.startswith(("lmforge.models.", "lmforge.errors")) or n == "lmforge.__version__"
+               for n in names if n.startswith("lmforge."))

@@ -157,6 +157,7 @@ def test_mlflow_server_on_postgres_receives_a_training_run_and_registers_the_mod
 
     from lmforge import tracking
     from lmforge.config import load_params
+    from lmforge.models.folder import MODEL_FILE
     from lmforge.training.pretrain import run_pretrain
 
     write_params(project, train={"max_steps": 2, "checkpoint_every": 2},
@@ -182,7 +183,7 @@ def test_mlflow_server_on_postgres_receives_a_training_run_and_registers_the_mod
     # artifacts went through the server's proxy into its artifacts destination
     stored = tmp_path / "artifacts"
     assert any(p.name == "history.csv" for p in stored.rglob("*")), sorted(stored.rglob("*"))[:20]
-    assert any(p.name == tracking.MODEL_FILE for p in stored.rglob("*"))
+    assert any(p.name == MODEL_FILE for p in stored.rglob("*"))
     model = tracking.load_registered_model(mlflow_server, "lmforge-gpt", alias="candidate")
     assert sum(p.numel() for p in model.parameters()) == metrics["parameters"]
 

@@ -38,6 +38,7 @@ def test_pretrain_writes_model_history_metrics_and_mlflow_run(project):
     from mlflow import MlflowClient
 
     from lmforge import tracking
+    from lmforge.models.folder import load_model_dir
     from lmforge.training.pretrain import run_pretrain
 
     params = load_params(project / "params.yaml")
@@ -51,7 +52,7 @@ def test_pretrain_writes_model_history_metrics_and_mlflow_run(project):
     v = metrics["validation"]
     assert 0 < v["loss"] and 0 <= v["accuracy"] <= 1 and v["predicted_tokens"] > 0 and v["bits_per_byte"] > 0
     # the reloaded model (safetensors, no pickle) gives the saved model's outputs
-    model = tracking.load_model_dir(out / "model")
+    model = load_model_dir(out / "model")
     assert not list((out / "model").glob("*.pt*")) and (out / "model" / "tokenizer" / "tokenizer.json").exists()
     ids = torch.randint(0, 100, (2, 16))
     assert torch.isfinite(model(input_ids=ids).logits).all()
@@ -206,7 +207,7 @@ def test_compiled_pretraining_follows_the_eager_losses(project):
     backward against eager: tests/models/test_compile.py.)"""
     import torch._inductor.config
 
-    from lmforge import tracking
+    from lmforge.models.folder import load_model_dir
     from lmforge.training.pretrain import run_pretrain
 
     arch = "gpt"
@@ -219,5 +220,5 @@ def test_compiled_pretraining_follows_the_eager_losses(project):
     assert sorted(compiled) == sorted(eager) == [1, 2, 3, 4]
     for step in eager:
         assert compiled[step] == pytest.approx(eager[step], rel=1e-4), (step, compiled, eager)
-    state = tracking.load_model_dir(project / "compiled" / arch / "pretrain" / "model").state_dict()
+    state = load_model_dir(project / "compiled" / arch / "pretrain" / "model").state_dict()
     assert not any("_orig_mod" in key for key in state)

@@ -57,7 +57,7 @@ class ExampleList:
 def build_finetune_model(pretrained_dir: Path, arch: str, mode: str, num_labels: int, *, lm_coef: float = 0.0,
                          freeze: bool = False) -> tuple[torch.nn.Module, str, dict, str]:
     """The fine-tuning model with the pretrained weights: (model, preset, config overrides, head)."""
-    from ..tracking import load_model_dir
+    from ..models.folder import load_model_dir
 
     meta_path = pretrained_dir / "lmforge_model.json"
     if not meta_path.exists():
@@ -176,6 +176,7 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, log: Callable[[st
     slug = layout.task_slug(task.name)
 
     from .. import tracking
+    from ..models.folder import save_model_dir
 
     tracker = (tracker_factory or tracking_factory(params))(
         run_name=f"finetune-{arch}-{slug}",
@@ -212,9 +213,9 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, log: Callable[[st
             "task_summary": task.summary(), "seconds": round(time.time() - started, 1), "fingerprint": fp,
             "mlflow_run_id": tracker.run_id,
         }
-        model_dir = tracking.save_model_dir(model.cpu(), preset, head, overrides, out_dir / "model",
-                                            num_labels=len(task.label_names) if head == "classification" else None,
-                                            extra_files={"tokenizer": tok_dir})
+        model_dir = save_model_dir(model.cpu(), preset, head, overrides, out_dir / "model",
+                                   num_labels=len(task.label_names) if head == "classification" else None,
+                                   extra_files={"tokenizer": tok_dir})
         (out_dir / "labels.json").write_text(json.dumps({"labels": task.label_names, "mode": mode,
                                                          "targets": candidates}, indent=2) + "\n", encoding="utf-8")
         history.write_csv(out_dir / "history.csv")

@@ -108,6 +108,7 @@ def run_pretrain(params: Params, arch: str, *, log: Callable[[str], None] = prin
     start = intrinsic("cpu") if data.val_data is not None else None
 
     from .. import tracking
+    from ..models.folder import save_model_dir
 
     tracker = (tracker_factory or tracking_factory(params))(
         run_name=f"pretrain-{arch}",
@@ -138,8 +139,8 @@ def run_pretrain(params: Params, arch: str, *, log: Callable[[str], None] = prin
             "validation": final, "validation_start": start, "seconds": round(time.time() - started, 1), "fingerprint": fp,
             "mlflow_run_id": tracker.run_id,
         }
-        model_dir = tracking.save_model_dir(model.cpu(), size.preset, recipe.pretrain_head, overrides, out_dir / "model",
-                                            extra_files={"tokenizer": tok_dir})
+        model_dir = save_model_dir(model.cpu(), size.preset, recipe.pretrain_head, overrides, out_dir / "model",
+                                   extra_files={"tokenizer": tok_dir})
         history.write_csv(out_dir / "history.csv")
         plot_history(history.rows, out_dir / "loss.png", f"{arch} pretraining ({recipe.objective})",
                      baseline=final.get("unigram_loss"))

@@ -15,16 +15,6 @@ def run(params: Params, stage, log) -> dict:
     return run_finetune(params, stage.key["arch"], stage.key["task"], log=log)
 
 
-def summary(stage, result: dict) -> str:
-    t = result.get("test") or {}
-    line = f"finetune {stage.key['arch']} on {stage.key['task']}"
-    if "accuracy" in t:
-        line += f": test accuracy {float(t['accuracy']):.3f}"
-        if "macro_f1" in t:
-            line += f", macro-F1 {float(t['macro_f1']):.3f}"
-    return line
-
-
 def check(stage, params: Params, out: Path) -> list[CheckOutcome]:
     losses = logged_losses(out / "history.csv")
     bad = sum(not math.isfinite(x) for x in losses)
@@ -47,6 +37,6 @@ KIND = StageKind(
     name="finetune", group="finetuning",
     code=("src/lmforge/training", "src/lmforge/models", "src/lmforge/finetuning"),
     tools=frozenset({"pytorch", "mlflow"}),
-    run=run, summary=summary, check=check, metadata=metadata, subprocess=True,
+    run=run, check=check, metadata=metadata, subprocess=True,
     checks=(CheckSpec("loss_finite", "every logged fine-tuning loss is finite"),),
 )

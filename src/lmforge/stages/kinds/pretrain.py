@@ -15,16 +15,6 @@ def run(params: Params, stage, log) -> dict:
     return run_pretrain(params, stage.key["arch"], log=log)
 
 
-def summary(stage, result: dict) -> str:
-    v = result.get("validation") or {}
-    line = f"pretrain {stage.key['arch']}: {result.get('steps', '?')} steps"
-    if "loss" in v:
-        line += f", validation loss {float(v['loss']):.4f}"
-        if "unigram_loss" in v:
-            line += f" (unigram baseline {float(v['unigram_loss']):.4f})"
-    return line
-
-
 def check(stage, params: Params, out: Path) -> list[CheckOutcome]:
     losses = logged_losses(out / "history.csv")
     finite = bool(losses) and all(math.isfinite(x) for x in losses)
@@ -57,7 +47,7 @@ KIND = StageKind(
     name="pretrain", group="pretraining",
     code=("src/lmforge/training", "src/lmforge/models", "src/lmforge/objectives", "src/lmforge/evaluation/intrinsic.py"),
     tools=frozenset({"pytorch", "mlflow"}),
-    run=run, summary=summary, check=check, metadata=metadata, subprocess=True,
+    run=run, check=check, metadata=metadata, subprocess=True,
     checks=(CheckSpec("loss_finite_and_decreasing", "every logged training loss is finite and the last is below the first "
                                                     "by more than checks.loss_min_drop"),),
 )

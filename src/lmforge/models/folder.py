@@ -1,0 +1,133 @@
+"""A model folder: ``model.safetensors`` plus the ``build_model`` arguments that rebuild it
+(``lmforge_model.json``) and optional extra files such as the tokenizer. Loading never unpickles.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .. import __version__
+from ..errors import ConfigError
+
+__all__ = ["META_FILE", "MODEL_FILE", "load_model_dir", "read_meta", "save_model_dir"]
+
+MODEL_FILE = "model.safetensors"
+META_FILE = "lmforge_model.json"
+
+
+def _unwrap(model: torch.nn.Module) -> torch.nn.Module:
+    """The plain module under torch.compile / DataParallel / DistributedDataParallel wrappers."""
+    while True:
+        if hasattr(model, "_orig_mod") and isinstance(model._orig_mod, torch.nn.Module):
+            model = model._orig_mod
+        elif isinstance(model, (torch.nn.DataParallel, torch.nn.parallel.DistributedDataParallel)):
+            model = model.module
+        else:
+            return model
+
+
+def _as_tuples(value: Any) -> Any:
+    return tuple(_as_tuples(v) for v in value) if isinstance(value, (list, tuple)) else value
+
+
+def _rebuild(preset: str, head: str | None, num_labels: int | None, overrides: dict) -> torch.nn.Module:
+    """``build_model`` from stored arguments; JSON turned tuple-valued options (e.g. ELMo's
+    ``filters``) into lists, so those become tuples again where the preset's value is a tuple."""
+    from .registry import build_model, preset_config
+
+    defaults = preset_config(preset)
+    overrides = {k: _as_tuples(v) if isinstance(getattr(defaults, k, None), tuple) and isinstance(v, list) else v
+                 for k, v in overrides.items()}
+    return build_model(preset, head=head, num_labels=num_labels, **overrides)
+
+
+def read_meta(model_dir: str | Path) -> dict:
+    """The contents of ``<model_dir>/lmforge_model.json``; a ``FileNotFoundError`` unless both it
+    and the weights are there."""
+    meta_path = Path(model_dir) / META_FILE
+    if not meta_path.is_file() or not (Path(model_dir) / MODEL_FILE).is_file():
+        raise FileNotFoundError(f"{model_dir} is not an lmforge model directory (needs {META_FILE} and {MODEL_FILE})")
+    return json.loads(meta_path.read_text(encoding="utf-8"))
+
+
+def save_model_dir(model: torch.nn.Module, preset: str, head: str, config_overrides: dict, out_dir: str | Path,
+                   num_labels: int | None = None, extra_files: dict[str, Path] | None = None) -> Path:
+    """Write ``out_dir/model.safetensors`` (shared / tied tensors stored once),
+    ``out_dir/lmforge_model.json`` (the ``build_model`` arguments and the lmforge version) and a
+    copy of each ``extra_files`` entry (a file or a directory, e.g. a tokenizer) at
+    ``out_dir/<key>``. The arguments are checked first: a model built from them (on the meta
+    device, so for free) must have the same parameter names and shapes. Written into a temporary
+    sibling and moved into place with ``os.replace``; an existing ``out_dir`` is replaced (moved
+    aside first, so that step alone is not atomic)."""
+    from safetensors.torch import save_model
+
+    from .registry import ARCHITECTURES, PRESET_ARCHITECTURE
+
+    model = _unwrap(model)
+    out_dir = Path(out_dir)
+    overrides = dict(config_overrides or {})
+    if preset not in PRESET_ARCHITECTURE:
+        raise ConfigError(f"unknown model preset {preset!r}")
+    head = head or ARCHITECTURES[PRESET_ARCHITECTURE[preset]].default_head
+    meta = {"preset": preset, "head": head, "num_labels": num_labels, "config_overrides": overrides,
+            "lmforge_version": __version__}
+    try:
+        meta_text = json.dumps(meta, indent=2, sort_keys=True)
+    except TypeError as exc:
+        raise ConfigError(f"config_overrides must be JSON-serialisable: {exc}") from exc
+    with torch.device("meta"):
+        expected = {k: tuple(v.shape) for k, v in _rebuild(preset, head, num_labels, json.loads(meta_text)
+                                                           ["config_overrides"]).state_dict().items()}
+    actual = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    if expected != actual:
+        differ = sorted(set(expected) ^ set(actual)) or sorted(k for k in expected if expected[k] != actual[k])
+        raise ConfigError(f"the model does not match build_model({preset!r}, head={head!r}, "
+                          f"num_labels={num_labels}, **{overrides}): e.g. {differ[:5]}")
+    reserved = {MODEL_FILE, META_FILE}
+    for key in extra_files or {}:
+        parts = Path(key).parts
+        if not parts or Path(key).is_absolute() or ".." in parts or parts[0] in reserved:
+            raise ConfigError(f"extra_files key {key!r} must be a relative path other than {sorted(reserved)}")
+
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
+    try:
+        save_model(model, str(tmp / MODEL_FILE), metadata={"format": "pt"})
+        (tmp / META_FILE).write_text(meta_text + "\n", encoding="utf-8")
+        for key, source in (extra_files or {}).items():
+            source, destination = Path(source), tmp / key
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            if source.is_dir():
+                shutil.copytree(source, destination)
+            else:
+                shutil.copy2(source, destination)
+        if out_dir.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=out_dir.parent))
+            os.replace(out_dir, old / "dir")
+            os.replace(tmp, out_dir)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out_dir
+
+
+def load_model_dir(model_dir: str | Path) -> torch.nn.Module:
+    """Rebuild the model of a ``save_model_dir`` directory with ``build_model`` and load its
+    safetensors weights (strict), on CPU, in eval mode. Never unpickles."""
+    from safetensors.torch import load_model
+
+    model_dir = Path(model_dir)
+    meta = read_meta(model_dir)
+    model = _rebuild(meta["preset"], meta.get("head"), meta.get("num_labels"), meta.get("config_overrides") or {})
+    load_model(model, str(model_dir / MODEL_FILE), strict=True)
+    return model.eval()

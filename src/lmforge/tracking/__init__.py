@@ -1,0 +1,20 @@
+"""Experiment tracking and the model registry, on MLflow 3.
+
+``store``: tracking URIs and the sqlite store; ``tracker``: the ``Tracker`` (one run);
+``provenance``: git commit, DVC hashes, run tags; ``registry``: candidate / champion aliases and
+loading a registered model; ``pyfunc``: the pyfunc wrapper; ``keys``: MLflow's key rules.
+Model folders themselves live in ``lmforge.models.folder``.
+"""
+
+from __future__ import annotations
+
+from .provenance import dvc_hashes, git_commit, run_tags
+from .pyfunc import LmforgePyfunc
+from .registry import load_registered_model, promote_if_better
+from .store import default_tracking_uri, ensure_tracking_store, file_lock, resolve_tracking_uri
+from .tracker import Tracker, is_rank_zero
+
+__all__ = [
+    "LmforgePyfunc", "Tracker", "default_tracking_uri", "dvc_hashes", "ensure_tracking_store", "file_lock",
+    "git_commit", "is_rank_zero", "load_registered_model", "promote_if_better", "resolve_tracking_uri", "run_tags",
+]

@@ -1,0 +1,79 @@
+"""An lmforge model folder behind MLflow's pyfunc interface, and the pip requirements it is
+logged with."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import mlflow
+import mlflow.pyfunc
+import pandas as pd
+import torch
+
+from ..models.folder import load_model_dir
+
+__all__ = ["LmforgePyfunc", "pip_requirements"]
+
+
+def pip_requirements() -> list[str]:
+    """What the pyfunc model needs, pinned to this environment; lmforge itself (not on PyPI) must
+    be installed where the model is served (``env_manager="local"``)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    requirements = [f"mlflow=={mlflow.__version__}", f"torch=={torch.__version__.split('+')[0]}"]
+    for package in ("safetensors", "numpy", "pandas"):
+        try:
+            requirements.append(f"{package}=={version(package)}")
+        except PackageNotFoundError:
+            requirements.append(package)
+    return requirements
+
+
+def _as_batch_tensor(name: str, column: Any) -> torch.Tensor:
+    import numpy as np
+
+    if hasattr(column, "tolist"):
+        column = column.tolist()
+    try:
+        array = np.asarray([np.asarray(row) for row in column] if isinstance(column, list) else column)
+    except ValueError as exc:
+        raise ValueError(f"{name!r}: rows differ in length; pad them (and pass an attention_mask)") from exc
+    if array.dtype == object:
+        raise ValueError(f"{name!r}: rows differ in length; pad them (and pass an attention_mask)")
+    if array.ndim == 1:  # one example given as a flat list
+        array = array[None]
+    tensor = torch.from_numpy(np.ascontiguousarray(array))
+    return tensor.long() if not tensor.is_floating_point() else tensor
+
+
+class LmforgePyfunc(mlflow.pyfunc.PythonModel):
+    """An lmforge model directory behind MLflow's pyfunc interface.
+
+    ``predict`` takes a pandas DataFrame, or a dict, whose columns are arguments of the model's
+    ``forward`` (``input_ids``, optionally ``attention_mask``, ``token_type_ids``,
+    ``decoder_input_ids``...), one row per example, each cell a list of ids; rows must be padded to
+    one length. It returns the main head's logits as a float32 numpy array, e.g. (batch, length,
+    vocab) for a language model or (batch, num_labels) for a classifier (the hidden states for a
+    model without logits). Example: ``predict(None, {"input_ids": [[5, 8, 13], [2, 3, 4]]})``.
+    """
+
+    def load_context(self, context) -> None:
+        self.model = load_model_dir(context.artifacts["model"])
+
+    # The pd.DataFrame hint is one MLflow infers no schema from: no input validation or conversion,
+    # no signature inference at logging, and no warning about a missing hint. Dicts work too.
+    def predict(self, context, model_input: pd.DataFrame, params: dict[str, Any] | None = None):
+        if hasattr(model_input, "columns"):  # pandas DataFrame
+            columns = {str(c): model_input[c] for c in model_input.columns}
+        elif isinstance(model_input, Mapping):
+            columns = dict(model_input)
+        else:
+            columns = {"input_ids": model_input}
+        batch = {name: _as_batch_tensor(name, column) for name, column in columns.items()}
+        with torch.inference_mode():
+            output = self.model(**batch)
+        logits = getattr(output, "logits", output)
+        if logits is None:
+            logits = output.hidden_states
+        return logits.float().cpu().numpy()

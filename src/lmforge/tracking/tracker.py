@@ -1,0 +1,262 @@
+"""The ``Tracker``: one MLflow run (params, per-step metrics, artifacts, tags, models) through an
+explicit client; a no-op object when disabled or off rank 0, so callers never branch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import numbers
+import os
+import posixpath
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import mlflow
+import mlflow.pyfunc
+import torch
+from mlflow import MlflowClient
+from mlflow.entities import LoggedModelOutput, Metric, Param, RunStatus, RunTag
+from mlflow.entities.model_registry import ModelVersion
+from mlflow.exceptions import MlflowException
+
+from ..models.folder import read_meta
+from .keys import MAX_PARAM_LENGTH, MAX_TAG_LENGTH, safe_key
+from .pyfunc import LmforgePyfunc, pip_requirements
+from .registry import register_candidate
+from .store import artifact_location, ensure_tracking_store, global_tracking_uri, quiet_mlflow, resolve_tracking_uri
+
+__all__ = ["Tracker", "is_rank_zero"]
+
+
+def is_rank_zero() -> bool:
+    """True on global rank 0 or outside distributed training: the first of ``RANK``,
+    ``SLURM_PROCID`` and ``LOCAL_RANK`` that is set decides (global ranks first)."""
+    for var in ("RANK", "SLURM_PROCID", "LOCAL_RANK"):
+        value = os.environ.get(var, "").strip()
+        if value:
+            try:
+                return int(value) == 0
+            except ValueError:
+                continue
+    return True
+
+
+def _flatten(params: Any, prefix: str = "") -> dict[str, Any]:
+    """Nested mappings (and dataclasses / pydantic models) flattened to dotted keys."""
+    if dataclasses.is_dataclass(params) and not isinstance(params, type):
+        params = {f.name: getattr(params, f.name) for f in dataclasses.fields(params)}
+    elif hasattr(params, "model_dump") and callable(params.model_dump) and not isinstance(params, type):
+        params = params.model_dump()
+    flat: dict[str, Any] = {}
+    for key, value in params.items():
+        name = f"{prefix}.{key}" if prefix else str(key)
+        nested = isinstance(value, Mapping) or (dataclasses.is_dataclass(value) and not isinstance(value, type)) \
+            or (hasattr(value, "model_dump") and not isinstance(value, type))
+        if nested and (not isinstance(value, Mapping) or value):
+            flat.update(_flatten(value, name))
+        else:
+            flat[name] = value
+    return flat
+
+
+def _as_float(value: Any) -> float | None:
+    """A metric value as a float, or None when it is not a number (strings, None, tensors of more
+    than one element...). NaN and infinities are kept."""
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, numbers.Real):
+        return float(value)
+    if isinstance(value, torch.Tensor):
+        return float(value.detach().item()) if value.numel() == 1 and not value.is_complex() else None
+    item = getattr(value, "item", None)  # numpy 0-d arrays and scalars
+    if callable(item) and getattr(value, "size", None) == 1:
+        try:
+            scalar = item()
+        except (TypeError, ValueError):
+            return None
+        return float(scalar) if isinstance(scalar, numbers.Real) else None
+    return None
+
+
+class Tracker:
+    """One MLflow run; a no-op object when disabled or not on rank 0 (so callers never branch).
+
+    ``with Tracker(uri, "pretrain", "gpt-tiny-clm", tags=run_tags(...)) as tracker: ...`` creates the
+    experiment if needed and starts the run on entry, and ends it FINISHED, or FAILED when an
+    exception passes through (the exception is re-raised). ``start()`` / ``end(status)`` do the same
+    without a ``with`` block. Everything goes through an explicit ``MlflowClient(uri)``: the
+    process-global MLflow state (active run, tracking URI) is left alone, except briefly inside
+    ``log_model``.
+    """
+
+    def __init__(self, uri: str | None, experiment: str, run_name: str, tags: dict[str, str] | None = None,
+                 enabled: bool = True) -> None:
+        self.enabled = bool(enabled) and is_rank_zero()
+        self.uri: str | None = resolve_tracking_uri(uri) if self.enabled else None
+        self.experiment = experiment
+        self.run_name = run_name
+        self.run_id: str | None = None
+        self.experiment_id: str | None = None
+        self._initial_tags = {safe_key(k): str(v)[:MAX_TAG_LENGTH] for k, v in (tags or {}).items() if v is not None}
+        self._client: MlflowClient | None = None
+
+    # -- lifecycle
+
+    @property
+    def client(self) -> MlflowClient | None:
+        """The ``MlflowClient`` of this run's store (None when disabled)."""
+        if self.enabled and self._client is None:
+            self._client = MlflowClient(self.uri)
+        return self._client
+
+    @property
+    def active(self) -> bool:
+        return self.enabled and self.run_id is not None
+
+    @property
+    def url(self) -> str | None:
+        """The run's page in the MLflow UI when the URI is an http(s) server, else None."""
+        if not self.active or not self.uri.startswith(("http://", "https://")):
+            return None
+        return f"{self.uri.rstrip('/')}/#/experiments/{self.experiment_id}/runs/{self.run_id}"
+
+    def start(self) -> "Tracker":
+        if not self.enabled or self.run_id is not None:
+            return self
+        from mlflow.tracking.context.registry import resolve_tags
+
+        ensure_tracking_store(self.uri)
+        self.experiment_id = self._experiment_id()
+        tags = {k: v[:MAX_TAG_LENGTH] for k, v in resolve_tags(self._initial_tags).items()}
+        run = self.client.create_run(self.experiment_id, run_name=self.run_name, tags=tags)
+        self.run_id = run.info.run_id
+        return self
+
+    def end(self, status: str = "FINISHED") -> None:
+        if self.active:
+            self.client.set_terminated(self.run_id, status=status)
+
+    def _experiment_id(self) -> str:
+        client = self.client
+        experiment = client.get_experiment_by_name(self.experiment)
+        if experiment is None:
+            try:
+                return client.create_experiment(self.experiment,
+                                                artifact_location=artifact_location(self.uri, self.experiment))
+            except MlflowException as exc:  # another process created it meanwhile
+                if exc.error_code != "RESOURCE_ALREADY_EXISTS":
+                    raise
+                experiment = client.get_experiment_by_name(self.experiment)
+        if experiment.lifecycle_stage == "deleted":
+            client.restore_experiment(experiment.experiment_id)
+        return experiment.experiment_id
+
+    def __enter__(self) -> "Tracker":
+        return self.start()
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if self.active:
+            if exc_type is None:
+                self.end(RunStatus.to_string(RunStatus.FINISHED))
+            else:
+                try:
+                    self.set_tags({"lmforge.error": f"{exc_type.__name__}: {exc}"})
+                finally:
+                    self.end(RunStatus.to_string(RunStatus.FAILED))
+        return False
+
+    def _run(self) -> str | None:
+        """The run id, None when disabled; an error when enabled but not started."""
+        if not self.enabled:
+            return None
+        if self.run_id is None:
+            raise RuntimeError("Tracker not started: use `with Tracker(...) as tracker:` or tracker.start()")
+        return self.run_id
+
+    # -- logging
+
+    def log_params(self, params: dict) -> None:
+        """Log ``params`` (nested dicts flattened to dotted keys; values stringified and cut to
+        MLflow's 6000 characters) in batches. MLflow params are immutable: logging a key again
+        with a different value raises ``MlflowException``."""
+        if (run_id := self._run()) is None:
+            return
+        flat = _flatten(params)
+        batch = [Param(safe_key(k), str(v)[:MAX_PARAM_LENGTH]) for k, v in flat.items()]
+        if batch:
+            self.client.log_batch(run_id, params=batch)
+
+    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
+        """Log numeric ``metrics`` at ``step`` (0 when None). NaN and infinities are logged as
+        such; non-numeric values (None, strings, tensors of several elements) are skipped."""
+        if (run_id := self._run()) is None:
+            return
+        timestamp = int(time.time() * 1000)
+        batch = []
+        for key, value in metrics.items():
+            number = _as_float(value)
+            if number is not None:
+                batch.append(Metric(safe_key(key), number, timestamp, int(step or 0)))
+        if batch:
+            self.client.log_batch(run_id, metrics=batch)
+
+    def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
+        """Upload a file or a directory: it lands at ``<artifact_path>/<its name>`` either way."""
+        if (run_id := self._run()) is None:
+            return
+        path = Path(path)
+        if path.is_dir():
+            destination = posixpath.join(artifact_path, path.name) if artifact_path else path.name
+            self.client.log_artifacts(run_id, str(path), artifact_path=destination)
+        elif path.is_file():
+            self.client.log_artifact(run_id, str(path), artifact_path=artifact_path)
+        else:
+            raise FileNotFoundError(f"no file or directory {path}")
+
+    def log_dict(self, data: dict, name: str) -> None:
+        """Write ``data`` as the artifact ``name`` (JSON, or YAML for a .yaml/.yml name)."""
+        if (run_id := self._run()) is None:
+            return
+        self.client.log_dict(run_id, data, name)
+
+    def set_tags(self, tags: dict) -> None:
+        """Set run tags (values stringified, cut to MLflow's 8000 characters; None skipped)."""
+        if (run_id := self._run()) is None:
+            return
+        batch = [RunTag(safe_key(k), str(v)[:MAX_TAG_LENGTH]) for k, v in tags.items() if v is not None]
+        if batch:
+            self.client.log_batch(run_id, tags=batch)
+
+    def log_model(self, model_dir: str | Path, name: str = "model",
+                  registered_name: str | None = None) -> ModelVersion | None:
+        """Log a folder written by ``lmforge.models.folder.save_model_dir`` as an MLflow pyfunc model
+        of this run and, with ``registered_name``, register it as a new version carrying alias
+        ``candidate`` (``registry.register_candidate``).
+
+        Fast by construction: explicit pip requirements (no import scanning), no signature or input
+        example (no inference). The MLflow 3 ``LoggedModel`` is created here, in this run's
+        experiment and linked to this run, so no fluent active run is needed; the version is
+        registered with this run's id. Returns the ``ModelVersion`` (None when
+        not registered or disabled)."""
+        if (run_id := self._run()) is None:
+            return None
+        model_dir = Path(model_dir)
+        meta = read_meta(model_dir)
+        client = self.client
+        logged = client.create_logged_model(
+            experiment_id=self.experiment_id, name=name, source_run_id=run_id,
+            tags={"lmforge.preset": str(meta["preset"]), "lmforge.head": str(meta["head"])},
+        )
+        client.log_outputs(run_id, [LoggedModelOutput(logged.model_id, step=0)])
+        # pyfunc.log_model has no URI argument: it writes through the global URI
+        with global_tracking_uri(self.uri), quiet_mlflow():
+            mlflow.pyfunc.log_model(
+                name=name, python_model=LmforgePyfunc(), artifacts={"model": str(model_dir)},
+                pip_requirements=pip_requirements(), model_id=logged.model_id,
+                metadata={"lmforge": {k: meta.get(k) for k in ("preset", "head", "num_labels", "lmforge_version")}},
+            )
+        if registered_name is None:
+            return None
+        return register_candidate(self.uri, registered_name, logged.model_id, run_id)
