@@ -17,7 +17,7 @@ from typing import Callable
 from dagster import ConfigurableResource, Failure
 
 from lmforge.config import ConfigError, Params, load_params
-from lmforge.tracking import file_lock
+from lmforge.artifacts import file_lock
 
 
 def project_root() -> Path:

@@ -16,9 +16,10 @@ from pathlib import Path
 import mlflow
 from mlflow import MlflowClient
 
+from ..artifacts import file_lock
 from ..errors import ConfigError
 
-__all__ = ["artifact_location", "default_tracking_uri", "ensure_tracking_store", "file_lock",
+__all__ = ["artifact_location", "default_tracking_uri", "ensure_tracking_store",
            "global_tracking_uri", "quiet_mlflow", "resolve_tracking_uri"]
 
 
@@ -90,22 +91,6 @@ def ensure_tracking_store(uri: str) -> None:
         with file_lock(db.with_name(db.name + ".lock")):
             MlflowClient(uri).search_experiments(max_results=1)  # creates / migrates the schema
         _ENSURED.add(uri)
-
-
-@contextlib.contextmanager
-def file_lock(path: Path) -> Iterator[None]:
-    """An exclusive lock on ``path`` shared by every process on the machine (no-op off POSIX)."""
-    try:
-        import fcntl
-    except ImportError:  # not POSIX: no cross-process lock
-        yield
-        return
-    with open(path, "a+") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def artifact_location(uri: str, experiment: str) -> str | None:

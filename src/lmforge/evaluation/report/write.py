@@ -8,12 +8,12 @@ import json
 import logging
 import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from ...artifacts import atomic_write_bytes
 from . import charts
 from .leaderboard import leaderboard, leaderboard_markdown, leaderboard_metrics, lookup
 
@@ -57,21 +57,6 @@ def loss_table(history: pd.DataFrame | None) -> pd.DataFrame | None:
     return table[table["train_loss"].notna()].reset_index(drop=True)
 
 
-def _atomic_write(path: Path, data: bytes) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
-
-
 def _safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name) or "_"
 
@@ -90,18 +75,18 @@ def write_report(evaluations: list[dict], output_dir: str | os.PathLike, task: s
                  for name, e in zip(names, evaluations)}
 
     files = [
-        _atomic_write(output_dir / "leaderboard.csv", df.to_csv(index=False).encode("utf-8")),
-        _atomic_write(output_dir / "leaderboard.md", leaderboard_markdown(df).encode("utf-8")),
-        _atomic_write(output_dir / "metrics.json",
+        atomic_write_bytes(output_dir / "leaderboard.csv", df.to_csv(index=False).encode("utf-8")),
+        atomic_write_bytes(output_dir / "leaderboard.md", leaderboard_markdown(df).encode("utf-8")),
+        atomic_write_bytes(output_dir / "metrics.json",
                       (json.dumps(leaderboard_metrics(df), indent=2, ensure_ascii=False) + "\n").encode("utf-8")),
-        _atomic_write(output_dir / "loss_curves.png", charts.loss_curves(names, histories)),
-        _atomic_write(output_dir / "bits_per_byte.png", charts.bits_per_byte(df)),
-        _atomic_write(output_dir / "downstream.png", charts.downstream(df)),
+        atomic_write_bytes(output_dir / "loss_curves.png", charts.loss_curves(names, histories)),
+        atomic_write_bytes(output_dir / "bits_per_byte.png", charts.bits_per_byte(df)),
+        atomic_write_bytes(output_dir / "downstream.png", charts.downstream(df)),
     ]
     for name in names:
         table = loss_table(histories.get(name))
         if table is None:
             continue
-        files.append(_atomic_write(output_dir / "plots" / f"loss_{_safe_name(name)}.csv",
+        files.append(atomic_write_bytes(output_dir / "plots" / f"loss_{_safe_name(name)}.csv",
                                    table.to_csv(index=False).encode("utf-8")))
     return {"leaderboard": df, "files": files}
