@@ -18,11 +18,9 @@ from torch import nn
 
 from ..models.albert import AlbertConfig, AlbertForMaskedLM, AlbertForPreTraining, AlbertForSequenceClassification
 from ..models.layers import ConfigError
+from .common import ACT_FROM_HF, ACT_TO_HF, translate_activation
 
 AlbertHead = AlbertForPreTraining | AlbertForMaskedLM | AlbertForSequenceClassification
-
-_ACT_TO_HF = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu"}
-_ACT_FROM_HF = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}
 
 _LAYER = "albert.encoder.albert_layer_groups.0.albert_layers.0."
 # our module -> transformers' module (each with .weight and .bias unless an embedding)
@@ -58,12 +56,6 @@ _CLASSES = {
 }
 
 
-def _translate(table: dict[str, str], act: str, target: str) -> str:
-    if act not in table:
-        raise ConfigError(f"activation {act!r} has no counterpart in {target}; supported: {sorted(table)}")
-    return table[act]
-
-
 # ----------------------------------------------------------------------------- configs
 
 
@@ -79,7 +71,7 @@ def albert_config_to_hf(config: AlbertConfig, num_labels: int = 2, **token_ids: 
         inner_group_num=1,
         num_attention_heads=config.n_heads,
         intermediate_size=config.d_ff,
-        hidden_act=_translate(_ACT_TO_HF, config.act, "transformers' ALBERT"),
+        hidden_act=translate_activation(ACT_TO_HF, config.act, "transformers' ALBERT"),
         hidden_dropout_prob=config.dropout,
         attention_probs_dropout_prob=config.attn_dropout,
         classifier_dropout_prob=config.classifier_dropout,
@@ -109,7 +101,7 @@ def albert_config_from_hf(hf_config: transformers.AlbertConfig) -> AlbertConfig:
         n_layers=hf_config.num_hidden_layers,
         n_heads=hf_config.num_attention_heads,
         d_ff=hf_config.intermediate_size,
-        act=_translate(_ACT_FROM_HF, hf_config.hidden_act, "lmforge"),
+        act=translate_activation(ACT_FROM_HF, hf_config.hidden_act, "AlbertConfig.hidden_act"),
         max_positions=hf_config.max_position_embeddings,
         type_vocab_size=hf_config.type_vocab_size,
         dropout=hf_config.hidden_dropout_prob,

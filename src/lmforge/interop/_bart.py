@@ -27,9 +27,8 @@ from torch import nn
 
 from ..models import bart
 from ..models.layers import ConfigError
+from .common import ACT_FROM_HF, ACT_TO_HF, check_same_keys, translate_activation
 
-_ACT_TO_HF = {"gelu": "gelu", "relu": "relu", "gelu_tanh": "gelu_new"}
-_ACT_FROM_HF = {"gelu": "gelu", "relu": "relu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}
 _HF_EPS = 1e-5  # transformers' BART builds nn.LayerNorm(d_model) with the default epsilon
 
 _CLASSES = {
@@ -73,7 +72,7 @@ def _hf_config(config: bart.BartConfig, **extra) -> transformers.BartConfig:
         decoder_ffn_dim=config.d_ff,
         encoder_layerdrop=0.0,
         decoder_layerdrop=0.0,
-        activation_function=_ACT_TO_HF[config.act],
+        activation_function=translate_activation(ACT_TO_HF, config.act, "transformers' BART"),
         dropout=config.dropout,
         attention_dropout=config.attn_dropout,
         activation_dropout=config.act_dropout,
@@ -97,9 +96,6 @@ def _our_config(hf: transformers.BartConfig) -> bart.BartConfig:
     if hf.encoder_layerdrop or hf.decoder_layerdrop:
         raise ConfigError(f"LayerDrop is not supported (encoder_layerdrop {hf.encoder_layerdrop}, "
                           f"decoder_layerdrop {hf.decoder_layerdrop})")
-    if hf.activation_function not in _ACT_FROM_HF:
-        raise ConfigError(f"activation_function {hf.activation_function!r} has no equivalent; "
-                          f"known: {sorted(_ACT_FROM_HF)}")
     if not hf.tie_word_embeddings:
         raise ConfigError("the output layer must be tied to the shared embedding (tie_word_embeddings)")
     return bart.BartConfig(
@@ -110,7 +106,7 @@ def _our_config(hf: transformers.BartConfig) -> bart.BartConfig:
         n_heads=hf.encoder_attention_heads,
         d_ff=hf.encoder_ffn_dim,
         max_positions=hf.max_position_embeddings,
-        act=_ACT_FROM_HF[hf.activation_function],
+        act=translate_activation(ACT_FROM_HF, hf.activation_function, "BartConfig.activation_function"),
         dropout=float(hf.dropout),
         attn_dropout=float(hf.attention_dropout),
         act_dropout=float(hf.activation_dropout),
@@ -153,12 +149,6 @@ def _name_map(model: nn.Module) -> dict[str, str]:
     return {theirs: name for theirs, name in mapping.items() if name in ours}
 
 
-def _check_same_keys(expected: set[str], got: set[str], what: str) -> None:
-    if expected != got:
-        raise ConfigError(f"{what}: state dicts differ; missing {sorted(expected - got)}, "
-                          f"unexpected {sorted(got - expected)}")
-
-
 # ----------------------------------------------------------------------------- public
 
 
@@ -187,7 +177,7 @@ def bart_to_hf(model: nn.Module) -> transformers.PreTrainedModel:
     for copy in _TIED:
         if copy in hf.state_dict():
             state[copy] = state["model.shared.weight"]
-    _check_same_keys(set(hf.state_dict()), set(state), f"{type(model).__name__} -> {hf_cls.__name__}")
+    check_same_keys(set(hf.state_dict()), set(state), f"{type(model).__name__} -> {hf_cls.__name__}")
     hf.load_state_dict(state, strict=True)
     hf.to(next(model.parameters()).dtype)
     return hf.train(model.training)
@@ -215,7 +205,7 @@ def bart_from_hf(hf_model: transformers.PreTrainedModel) -> nn.Module:
     for copy in tied:  # a copy that is not the same tensor cannot be held once
         if not torch.equal(theirs[copy], theirs["model.shared.weight"]):
             raise ConfigError(f"{copy} differs from model.shared.weight: untied weights do not convert")
-    _check_same_keys(set(mapping) | set(tied), set(theirs), f"{name} -> {type(model).__name__}")
+    check_same_keys(set(mapping) | set(tied), set(theirs), f"{name} -> {type(model).__name__}")
     state = {ours: theirs[t] for t, ours in mapping.items()}
     if "final_logits_bias" in state:
         state["final_logits_bias"] = state["final_logits_bias"].reshape(-1)

@@ -25,10 +25,7 @@ from torch import nn
 
 from ..models import bert, ernie
 from ..models.layers import ConfigError
-
-# ours -> transformers' hidden_act; transformers' "gelu" is the exact (erf) GELU, "gelu_new" the tanh one
-_ACT_TO_HF = {"gelu": "gelu", "relu": "relu", "gelu_tanh": "gelu_new"}
-_ACT_FROM_HF = {"gelu": "gelu", "relu": "relu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}
+from .common import ACT_FROM_HF, ACT_TO_HF, check_same_keys, translate_activation
 
 # ours -> transformers, per family; exact types (ERNIE's classes subclass BERT's)
 _BERT_CLASSES = {
@@ -73,7 +70,7 @@ def _hf_config(config: bert.BertConfig, **extra) -> transformers.PretrainedConfi
         num_hidden_layers=config.n_layers,
         num_attention_heads=config.n_heads,
         intermediate_size=config.d_ff,
-        hidden_act=_ACT_TO_HF[config.act],
+        hidden_act=translate_activation(ACT_TO_HF, config.act, "transformers' BERT"),
         hidden_dropout_prob=config.dropout,
         attention_probs_dropout_prob=config.attn_dropout,
         max_position_embeddings=config.max_positions,
@@ -96,8 +93,6 @@ def _our_config(hf_config: transformers.PretrainedConfig, config_class: type[ber
         raise ConfigError("only the bidirectional encoder converts (is_decoder / add_cross_attention are set)")
     if getattr(hf_config, "position_embedding_type", "absolute") != "absolute":
         raise ConfigError(f"position_embedding_type {hf_config.position_embedding_type!r} is not supported")
-    if hf_config.hidden_act not in _ACT_FROM_HF:
-        raise ConfigError(f"hidden_act {hf_config.hidden_act!r} has no equivalent; known: {sorted(_ACT_FROM_HF)}")
     kwargs = dict(
         vocab_size=hf_config.vocab_size,
         d_model=hf_config.hidden_size,
@@ -106,7 +101,7 @@ def _our_config(hf_config: transformers.PretrainedConfig, config_class: type[ber
         d_ff=hf_config.intermediate_size,
         max_positions=hf_config.max_position_embeddings,
         type_vocab_size=hf_config.type_vocab_size,
-        act=_ACT_FROM_HF[hf_config.hidden_act],
+        act=translate_activation(ACT_FROM_HF, hf_config.hidden_act, f"{type(hf_config).__name__}.hidden_act"),
         dropout=hf_config.hidden_dropout_prob,
         attn_dropout=hf_config.attention_probs_dropout_prob,
         eps=hf_config.layer_norm_eps,
@@ -157,12 +152,6 @@ def _tied(hf_prefix: str, bare: bool) -> dict[str, str]:
     return {k: v.format(p="" if bare else f"{hf_prefix}.") for k, v in _TIED.items()}
 
 
-def _check_same_keys(expected: set[str], got: set[str], what: str) -> None:
-    if expected != got:
-        raise ConfigError(f"{what}: state dicts differ; missing {sorted(expected - got)}, "
-                          f"unexpected {sorted(got - expected)}")
-
-
 def _to_hf(model: nn.Module, classes: dict[type, str], hf_prefix: str) -> transformers.PreTrainedModel:
     if type(model) not in classes:
         known = [c.__name__ for c in classes]
@@ -183,7 +172,7 @@ def _to_hf(model: nn.Module, classes: dict[type, str], hf_prefix: str) -> transf
     for copy, source in _tied(hf_prefix, bare).items():
         if copy in hf.state_dict():
             state[copy] = state[source]
-    _check_same_keys(set(hf.state_dict()), set(state), f"{type(model).__name__} -> {hf_cls.__name__}")
+    check_same_keys(set(hf.state_dict()), set(state), f"{type(model).__name__} -> {hf_cls.__name__}")
     hf.load_state_dict(state, strict=True)
     hf.to(next(model.parameters()).dtype)
     return hf.train(model.training)
@@ -216,7 +205,7 @@ def _from_hf(hf: transformers.PreTrainedModel, classes: dict[type, str], hf_pref
     for copy, source in tied.items():  # a copy that is not the same tensor cannot be held once
         if not torch.equal(theirs[copy], theirs[source]):
             raise ConfigError(f"{copy} differs from {source}: untied weights do not convert")
-    _check_same_keys(set(mapping) | set(tied), set(theirs), f"{name} -> {our_cls.__name__}")
+    check_same_keys(set(mapping) | set(tied), set(theirs), f"{name} -> {our_cls.__name__}")
     model.load_state_dict({ours: theirs[t] for t, ours in mapping.items()}, strict=True)
     model.to(next(hf.parameters()).dtype)
     return model.train(hf.training)

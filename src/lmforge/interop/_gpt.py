@@ -18,7 +18,7 @@ find that token through ``pad_token_id``, so pass it when exporting a classifier
 take their defaults on import (outputs in eval mode are unaffected).
 
 transformers' OpenAI GPT calls the tanh approximation of GELU "gelu" (its ``ACT_FNS["gelu"]``
-is ``gelu_new``); GPT-2 calls it "gelu_new". The tables below translate.
+is ``gelu_new``); GPT-2 calls it "gelu_new", as BERT does (the shared tables in common.py).
 """
 
 from __future__ import annotations
@@ -29,19 +29,12 @@ from torch import nn
 
 from ..models.gpt import GPTConfig, GPTForSequenceClassification, GPTLMHeadModel
 from ..models.layers import ConfigError
+from .common import ACT_FROM_HF, ACT_TO_HF, translate_activation
 
 GPTHead = GPTLMHeadModel | GPTForSequenceClassification
 
-_ACT_TO_GPT2 = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu"}
-_ACT_FROM_GPT2 = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}
 _ACT_TO_OPENAI = {"gelu_tanh": "gelu", "relu": "relu"}
 _ACT_FROM_OPENAI = {"gelu": "gelu_tanh", "relu": "relu"}
-
-
-def _translate(table: dict[str, str], act: str, target: str) -> str:
-    if act not in table:
-        raise ConfigError(f"activation {act!r} has no counterpart in {target}; supported: {sorted(table)}")
-    return table[act]
 
 
 # ----------------------------------------------------------------------------- configs
@@ -59,7 +52,7 @@ def gpt2_config_to_hf(config: GPTConfig, num_labels: int = 2, **token_ids: int |
         n_layer=config.n_layers,
         n_head=config.n_heads,
         n_inner=config.d_ff,
-        activation_function=_translate(_ACT_TO_GPT2, config.act, "GPT-2"),
+        activation_function=translate_activation(ACT_TO_HF, config.act, "GPT-2"),
         resid_pdrop=config.dropout,
         embd_pdrop=config.embd_dropout,
         attn_pdrop=config.attn_dropout,
@@ -88,7 +81,7 @@ def gpt2_config_from_hf(hf_config: transformers.GPT2Config) -> GPTConfig:
         n_layers=hf_config.n_layer,
         n_heads=hf_config.n_head,
         d_ff=hf_config.n_inner if hf_config.n_inner is not None else 4 * hf_config.n_embd,
-        act=_translate(_ACT_FROM_GPT2, hf_config.activation_function, "lmforge"),
+        act=translate_activation(ACT_FROM_HF, hf_config.activation_function, "GPT2Config.activation_function"),
         norm_first=True,
         dropout=hf_config.resid_pdrop,
         attn_dropout=hf_config.attn_pdrop,
@@ -112,7 +105,7 @@ def openai_gpt_config_to_hf(config: GPTConfig, num_labels: int = 2, **token_ids:
         n_embd=config.d_model,
         n_layer=config.n_layers,
         n_head=config.n_heads,
-        afn=_translate(_ACT_TO_OPENAI, config.act, "OpenAI GPT"),
+        afn=translate_activation(_ACT_TO_OPENAI, config.act, "OpenAI GPT"),
         resid_pdrop=config.dropout,
         embd_pdrop=config.embd_dropout,
         attn_pdrop=config.attn_dropout,
@@ -134,7 +127,7 @@ def openai_gpt_config_from_hf(hf_config) -> GPTConfig:
         n_layers=hf_config.n_layer,
         n_heads=hf_config.n_head,
         d_ff=4 * hf_config.n_embd,
-        act=_translate(_ACT_FROM_OPENAI, hf_config.afn, "lmforge"),
+        act=translate_activation(_ACT_FROM_OPENAI, hf_config.afn, "OpenAIGPTConfig.afn"),
         norm_first=False,
         dropout=hf_config.resid_pdrop,
         attn_dropout=hf_config.attn_pdrop,

@@ -43,8 +43,9 @@ from torch import nn
 
 from ..models import switch, t5
 from ..models.layers import ConfigError
+from .common import check_same_keys, translate_activation
 
-_FFN_TO_HF = {"relu": "relu", "gated-gelu": "gated-gelu"}
+_FFN_TO_HF = {"relu": "relu", "gated-gelu": "gated-gelu"}  # the same names on both sides
 
 _ATTN = [("q", "q"), ("k", "k"), ("v", "v"), ("o", "o")]
 
@@ -107,9 +108,7 @@ def t5_hf_config(config: t5.T5Config, **extra) -> transformers.T5Config:
 
 
 def _t5_our_config(hf_config: transformers.T5Config, tied: bool, generation_config=None) -> t5.T5Config:
-    ffn = hf_config.feed_forward_proj
-    if ffn not in _FFN_TO_HF.values():
-        raise ConfigError(f"feed_forward_proj {ffn!r} has no equivalent; known: {sorted(_FFN_TO_HF.values())}")
+    ffn = translate_activation(_FFN_TO_HF, hf_config.feed_forward_proj, "T5Config.feed_forward_proj")
     return t5.T5Config(ffn=ffn, **_common_our_kwargs(hf_config, tied, generation_config))
 
 
@@ -162,12 +161,6 @@ def _tied_copies(hf_prefix: str = "", lm_head: bool = False) -> dict[str, str]:
     return copies
 
 
-def _check_same_keys(expected: set[str], got: set[str], what: str) -> None:
-    if expected != got:
-        raise ConfigError(f"{what}: state dicts differ; missing {sorted(expected - got)}, "
-                          f"unexpected {sorted(got - expected)}")
-
-
 def untie_lm_head(hf: transformers.PreTrainedModel, weight: torch.Tensor | None = None) -> None:
     """Give a transformers seq2seq model its own ``lm_head`` (a copy of the embedding unless
     ``weight`` is given), so that it is saved, loaded and trained as a separate matrix."""
@@ -186,7 +179,7 @@ def _load_into_hf(hf: nn.Module, ours: dict[str, torch.Tensor], mapping: dict[st
     state = {theirs: ours[name] for theirs, name in mapping.items()}
     for copy, source in copies.items():
         state[copy] = state[source]
-    _check_same_keys(set(hf.state_dict()), set(state), what)
+    check_same_keys(set(hf.state_dict()), set(state), what)
     hf.load_state_dict(state, strict=True)
 
 
@@ -197,7 +190,7 @@ def _read_from_hf(hf: nn.Module, model: nn.Module, mapping: dict[str, str], copi
         if copy in theirs and not torch.equal(theirs[copy], theirs[source]):
             raise ConfigError(f"{copy} differs from {source}: untied copies do not convert")
     expected = set(mapping) | {c for c in copies if c in theirs}
-    _check_same_keys(expected, set(theirs), what)
+    check_same_keys(expected, set(theirs), what)
     model.load_state_dict({ours: theirs[t] for t, ours in mapping.items()}, strict=True)
 
 
@@ -400,7 +393,7 @@ def switch_to_hf(model: nn.Module, sequence_length: int = 512) -> transformers.P
         state["lm_head.weight"] = ours["lm_head.weight"]
     for copy, source in copies.items():
         state[copy] = state[source]
-    _check_same_keys(set(hf.state_dict()), set(state), "SwitchForConditionalGeneration")
+    check_same_keys(set(hf.state_dict()), set(state), "SwitchForConditionalGeneration")
     hf.load_state_dict({k: v.contiguous() for k, v in state.items()}, strict=True)
     hf.to(next(model.parameters()).dtype)
     return hf.train(model.training)
@@ -422,7 +415,7 @@ def switch_from_hf(hf_model: transformers.PreTrainedModel) -> nn.Module:
     mapping = _switch_names(config)
     if not config.tie_word_embeddings:
         mapping["lm_head.weight"] = "lm_head.weight"
-    _check_same_keys(set(mapping) | {c for c in copies if c in theirs}, set(theirs),
+    check_same_keys(set(mapping) | {c for c in copies if c in theirs}, set(theirs),
                      f"{name} -> SwitchForConditionalGeneration")
     state: dict[str, torch.Tensor] = {}
     stacked: dict[str, dict[int, torch.Tensor]] = {}

@@ -35,11 +35,10 @@ from torch import nn
 
 from ..models.layers import ConfigError
 from ..models.xlnet import XLNetConfig, XLNetForSequenceClassification, XLNetLMHeadModel
+from .common import ACT_FROM_HF, ACT_TO_HF, check_same_keys, translate_activation
 
 XLNetHead = XLNetLMHeadModel | XLNetForSequenceClassification
 
-_ACT_TO_HF = {"gelu": "gelu", "relu": "relu", "gelu_tanh": "gelu_new"}
-_ACT_FROM_HF = {"gelu": "gelu", "relu": "relu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}
 _CLASSES = {XLNetLMHeadModel: "XLNetLMHeadModel", XLNetForSequenceClassification: "XLNetForSequenceClassification"}
 _BIASES = ("r_w_bias", "r_r_bias", "r_s_bias")
 _PROJECTIONS = ("q", "k", "v", "r")  # (inner, d_model) Linear weights <-> (d_model, n_head, d_head)
@@ -57,8 +56,6 @@ def xlnet_config_to_hf(config: XLNetConfig, num_labels: int = 2, classifier_drop
     if config.d_head * config.n_heads != config.d_model:
         raise ConfigError(f"transformers' XLNet needs d_head = d_model / n_heads; got d_head {config.d_head}, "
                           f"d_model {config.d_model}, n_heads {config.n_heads}")
-    if config.act not in _ACT_TO_HF:
-        raise ConfigError(f"activation {config.act!r} has no counterpart in transformers; supported: {sorted(_ACT_TO_HF)}")
     use_mems = config.mem_len > 0
     extra = {"problem_type": "regression"} if num_labels == 1 else {}
     return transformers.XLNetConfig(
@@ -68,7 +65,7 @@ def xlnet_config_to_hf(config: XLNetConfig, num_labels: int = 2, classifier_drop
         n_head=config.n_heads,
         d_head=config.d_head,
         d_inner=config.d_inner,
-        ff_activation=_ACT_TO_HF[config.act],
+        ff_activation=translate_activation(ACT_TO_HF, config.act, "transformers' XLNet"),
         untie_r=config.untie_r,
         attn_type=config.attn_type,
         mem_len=config.mem_len if use_mems else None,
@@ -93,8 +90,6 @@ def xlnet_config_to_hf(config: XLNetConfig, num_labels: int = 2, classifier_drop
 
 def xlnet_config_from_hf(hf_config: transformers.XLNetConfig) -> XLNetConfig:
     """Our ``XLNetConfig`` for transformers'; options we do not implement are an error."""
-    if hf_config.ff_activation not in _ACT_FROM_HF:
-        raise ConfigError(f"ff_activation {hf_config.ff_activation!r} has no equivalent; known: {sorted(_ACT_FROM_HF)}")
     if not getattr(hf_config, "tie_word_embeddings", True):
         raise ConfigError("the LM output layer must be tied to the word embeddings (tie_word_embeddings)")
     return XLNetConfig(
@@ -104,7 +99,7 @@ def xlnet_config_from_hf(hf_config: transformers.XLNetConfig) -> XLNetConfig:
         n_heads=hf_config.n_head,
         d_head=hf_config.d_head,
         d_inner=hf_config.d_inner,
-        act=_ACT_FROM_HF[hf_config.ff_activation],
+        act=translate_activation(ACT_FROM_HF, hf_config.ff_activation, "XLNetConfig.ff_activation"),
         untie_r=bool(getattr(hf_config, "untie_r", True)),
         attn_type=hf_config.attn_type,
         mem_len=hf_config.mem_len or 0,
@@ -193,9 +188,7 @@ def _from_hf_state(hf: nn.Module, model: XLNetHead) -> dict[str, torch.Tensor]:
         if not torch.equal(theirs["lm_loss.weight"], theirs["transformer.word_embedding.weight"]):
             raise ConfigError("lm_loss.weight differs from the word embeddings: untied output layers do not convert")
         used.add("lm_loss.weight")
-    if used != set(theirs):
-        raise ConfigError(f"{type(hf).__name__}: state dicts differ; missing {sorted(used - set(theirs))}, "
-                          f"unexpected {sorted(set(theirs) - used)}")
+    check_same_keys(used, set(theirs), type(hf).__name__)
     return {k: v.clone() for k, v in state.items()}
 
 
@@ -212,10 +205,7 @@ def xlnet_to_hf(model: XLNetHead, **token_ids: int | None) -> transformers.PreTr
         head = dict(num_labels=model.num_labels, classifier_dropout=model.classifier_dropout)
     hf = getattr(transformers, _CLASSES[type(model)])(xlnet_config_to_hf(model.config, **head, **token_ids))
     state = _to_hf_state(model)
-    expected = set(hf.state_dict())
-    if expected != set(state):
-        raise ConfigError(f"{type(model).__name__} -> {type(hf).__name__}: state dicts differ; missing "
-                          f"{sorted(expected - set(state))}, unexpected {sorted(set(state) - expected)}")
+    check_same_keys(set(hf.state_dict()), set(state), f"{type(model).__name__} -> {type(hf).__name__}")
     hf.load_state_dict(state, strict=True)
     hf.to(next(model.parameters()).dtype)
     return hf.train(model.training)
