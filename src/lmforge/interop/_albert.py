@@ -12,13 +12,12 @@ The released configs call the tanh GELU "gelu_new"; we call it "gelu_tanh".
 
 from __future__ import annotations
 
-import torch
 import transformers
 from torch import nn
 
 from ..models.albert import AlbertConfig, AlbertForMaskedLM, AlbertForPreTraining, AlbertForSequenceClassification
 from ..models.layers import ConfigError
-from .common import ACT_FROM_HF, ACT_TO_HF, translate_activation
+from .common import ACT_FROM_HF, ACT_TO_HF, hf_class, like, load_into_hf, our_class, state_from_hf, translate_activation
 
 AlbertHead = AlbertForPreTraining | AlbertForMaskedLM | AlbertForSequenceClassification
 
@@ -48,11 +47,14 @@ _TENSORS = {
     "mlm.bias": "predictions.bias",
 }
 _NAMES = _TENSORS | {f"{m}.{p}": f"{t}.{p}" for m, t in _MODULES.items() for p in ("weight", "bias")}
+# transformers' tied copies of the MLM output layer: name -> the tensor it repeats
+_TIED = {"predictions.decoder.weight": "albert.embeddings.word_embeddings.weight",
+         "predictions.decoder.bias": "predictions.bias"}
 
 _CLASSES = {
-    AlbertForPreTraining: transformers.AlbertForPreTraining,
-    AlbertForMaskedLM: transformers.AlbertForMaskedLM,
-    AlbertForSequenceClassification: transformers.AlbertForSequenceClassification,
+    AlbertForPreTraining: "AlbertForPreTraining",
+    AlbertForMaskedLM: "AlbertForMaskedLM",
+    AlbertForSequenceClassification: "AlbertForSequenceClassification",
 }
 
 
@@ -115,27 +117,25 @@ def albert_config_from_hf(hf_config: transformers.AlbertConfig) -> AlbertConfig:
 # ----------------------------------------------------------------------------- models
 
 
+def _names(model: AlbertHead) -> dict[str, str]:
+    """transformers name -> ours, for the tensors of ``model``."""
+    ours = model.state_dict()
+    return {theirs: name for name, theirs in _NAMES.items() if name in ours}
+
+
 def albert_to_hf(model: AlbertHead, **token_ids: int | None) -> nn.Module:
     """Our ALBERT head -> the transformers class of the same name, with the same weights."""
-    hf_class = _CLASSES.get(type(model))
-    if hf_class is None:
-        raise TypeError(f"cannot export {type(model).__name__}; supported: {[c.__name__ for c in _CLASSES]}")
+    hf_cls = hf_class(model, _CLASSES)
     num_labels = getattr(model, "num_labels", 2)  # for pretraining: the SOP layer's width
-    hf = hf_class(albert_config_to_hf(model.config, num_labels, **token_ids))
-    state = {_NAMES[k]: v for k, v in model.state_dict().items()}
-    if "predictions.bias" in state:  # the tied decoder, stored by transformers under its own names too
-        state["predictions.decoder.weight"] = state["albert.embeddings.word_embeddings.weight"]
-        state["predictions.decoder.bias"] = state["predictions.bias"]
-    hf.load_state_dict(state, strict=True)
-    return hf.to(model.albert.embeddings.word.weight.dtype).train(model.training)
+    hf = hf_cls(albert_config_to_hf(model.config, num_labels, **token_ids))
+    load_into_hf(hf, model.state_dict(), _names(model), _TIED, f"{type(model).__name__} -> {hf_cls.__name__}")
+    return like(hf, model)
 
 
 def albert_from_hf(hf_model: nn.Module) -> AlbertHead:
     """A transformers ``AlbertForPreTraining`` / ``AlbertForMaskedLM`` /
     ``AlbertForSequenceClassification`` -> ours, with the same weights."""
-    ours_class = next((ours for ours, theirs in _CLASSES.items() if isinstance(hf_model, theirs)), None)
-    if ours_class is None:
-        raise TypeError(f"cannot import {type(hf_model).__name__}; supported: {[c.__name__ for c in _CLASSES.values()]}")
+    ours_class = our_class(hf_model, _CLASSES)
     config = albert_config_from_hf(hf_model.config)
     if ours_class is AlbertForPreTraining and hf_model.config.num_labels != 2:
         raise ConfigError(f"the SOP layer must be 2 wide (num_labels=2), got num_labels={hf_model.config.num_labels}")
@@ -143,12 +143,7 @@ def albert_from_hf(hf_model: nn.Module) -> AlbertHead:
         model = ours_class(config, num_labels=hf_model.config.num_labels)
     else:
         model = ours_class(config)
-    theirs = hf_model.state_dict()
-    if "predictions.decoder.weight" in theirs:
-        decoder_weight, decoder_bias = theirs.pop("predictions.decoder.weight"), theirs.pop("predictions.decoder.bias")
-        if not (torch.equal(decoder_weight, theirs["albert.embeddings.word_embeddings.weight"])
-                and torch.equal(decoder_bias, theirs["predictions.bias"])):
-            raise ConfigError("predictions.decoder differs from the word embedding / predictions.bias: untied heads are not supported")
-    names = {t: m for m, t in _NAMES.items()}
-    model.load_state_dict({names[k]: v for k, v in theirs.items()}, strict=True)
-    return model.to(hf_model.dtype).train(hf_model.training)
+    state = state_from_hf(hf_model.state_dict(), _names(model), _TIED,
+                          f"{type(hf_model).__name__} -> {ours_class.__name__}")
+    model.load_state_dict(state, strict=True)
+    return like(model, hf_model)

@@ -21,13 +21,23 @@ transformers' BART), an activation we do not have, multi-label classification.
 
 from __future__ import annotations
 
-import torch
 import transformers
 from torch import nn
 
 from ..models import bart
 from ..models.layers import ConfigError
-from .common import ACT_FROM_HF, ACT_TO_HF, check_same_keys, translate_activation
+from .common import (
+    ACT_FROM_HF,
+    ACT_TO_HF,
+    check_single_label,
+    classifier_settings,
+    hf_class,
+    like,
+    load_into_hf,
+    our_class,
+    state_from_hf,
+    translate_activation,
+)
 
 _HF_EPS = 1e-5  # transformers' BART builds nn.LayerNorm(d_model) with the default epsilon
 
@@ -37,7 +47,8 @@ _CLASSES = {
 }
 
 # transformers' tied copies of model.shared.weight
-_TIED = ("model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight", "lm_head.weight")
+_TIED = {copy: "model.shared.weight"
+         for copy in ("model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight", "lm_head.weight")}
 
 _ENCODER_LAYER = [  # transformers (under model.encoder.layers.i.) -> ours (under bart.encoder.layers.i.)
     ("self_attn.q_proj", "attn.q"), ("self_attn.k_proj", "attn.k"), ("self_attn.v_proj", "attn.v"),
@@ -159,56 +170,30 @@ def hf_config(config: bart.BartConfig, **extra) -> transformers.BartConfig:
 
 def bart_to_hf(model: nn.Module) -> transformers.PreTrainedModel:
     """Our BartForConditionalGeneration / BartForSequenceClassification -> transformers' same head, same weights."""
-    if type(model) not in _CLASSES:
-        known = [c.__name__ for c in _CLASSES]
-        raise TypeError(f"no transformers equivalent for {type(model).__name__}; known: {known}")
-    extra = {}
-    if isinstance(model, bart.BartForSequenceClassification):
-        extra = dict(num_labels=model.num_labels, classifier_dropout=model.classifier_dropout)
-        if model.num_labels == 1:
-            extra["problem_type"] = "regression"
-    hf_cls = getattr(transformers, _CLASSES[type(model)])
+    hf_cls = hf_class(model, _CLASSES)
+    extra = classifier_settings(model) if isinstance(model, bart.BartForSequenceClassification) else {}
     hf = hf_cls(_hf_config(model.config, **extra))
-
     ours = model.state_dict()
-    state = {theirs: ours[name] for theirs, name in _name_map(model).items()}
-    if "final_logits_bias" in state:
-        state["final_logits_bias"] = state["final_logits_bias"].reshape(1, -1)
-    for copy in _TIED:
-        if copy in hf.state_dict():
-            state[copy] = state["model.shared.weight"]
-    check_same_keys(set(hf.state_dict()), set(state), f"{type(model).__name__} -> {hf_cls.__name__}")
-    hf.load_state_dict(state, strict=True)
-    hf.to(next(model.parameters()).dtype)
-    return hf.train(model.training)
+    if "final_logits_bias" in ours:  # (V,) here, (1, V) there
+        ours["final_logits_bias"] = ours["final_logits_bias"].reshape(1, -1)
+    load_into_hf(hf, ours, _name_map(model), _TIED, f"{type(model).__name__} -> {hf_cls.__name__}")
+    return like(hf, model)
 
 
 def bart_from_hf(hf_model: transformers.PreTrainedModel) -> nn.Module:
     """transformers' BartForConditionalGeneration / BartForSequenceClassification -> ours, same weights."""
-    by_name = {name: ours for ours, name in _CLASSES.items()}
-    name = type(hf_model).__name__
-    if name not in by_name:
-        raise TypeError(f"cannot convert {name}; known: {sorted(by_name)}")
+    our_cls = our_class(hf_model, _CLASSES)
     hf_config_ = hf_model.config
     config = _our_config(hf_config_)
-    if name == "BartForSequenceClassification":
-        if hf_config_.problem_type == "multi_label_classification":
-            raise ConfigError("multi-label classification (problem_type) is not supported")
-        model = bart.BartForSequenceClassification(config, num_labels=hf_config_.num_labels,
-                                                   classifier_dropout=float(hf_config_.classifier_dropout or 0.0))
+    if our_cls is bart.BartForSequenceClassification:
+        check_single_label(hf_config_)
+        model = our_cls(config, num_labels=hf_config_.num_labels,
+                        classifier_dropout=float(hf_config_.classifier_dropout or 0.0))
     else:
-        model = bart.BartForConditionalGeneration(config)
-
-    theirs = hf_model.state_dict()
-    mapping = _name_map(model)
-    tied = [k for k in _TIED if k in theirs]
-    for copy in tied:  # a copy that is not the same tensor cannot be held once
-        if not torch.equal(theirs[copy], theirs["model.shared.weight"]):
-            raise ConfigError(f"{copy} differs from model.shared.weight: untied weights do not convert")
-    check_same_keys(set(mapping) | set(tied), set(theirs), f"{name} -> {type(model).__name__}")
-    state = {ours: theirs[t] for t, ours in mapping.items()}
-    if "final_logits_bias" in state:
+        model = our_cls(config)
+    state = state_from_hf(hf_model.state_dict(), _name_map(model), _TIED,
+                          f"{type(hf_model).__name__} -> {our_cls.__name__}")
+    if "final_logits_bias" in state:  # (1, V) there, (V,) here
         state["final_logits_bias"] = state["final_logits_bias"].reshape(-1)
     model.load_state_dict(state, strict=True)
-    model.to(next(hf_model.parameters()).dtype)
-    return model.train(hf_model.training)
+    return like(model, hf_model)

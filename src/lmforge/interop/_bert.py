@@ -19,13 +19,23 @@ multi-label classifier.
 
 from __future__ import annotations
 
-import torch
 import transformers
 from torch import nn
 
 from ..models import bert, ernie
 from ..models.layers import ConfigError
-from .common import ACT_FROM_HF, ACT_TO_HF, check_same_keys, translate_activation
+from .common import (
+    ACT_FROM_HF,
+    ACT_TO_HF,
+    check_single_label,
+    classifier_settings,
+    hf_class,
+    like,
+    load_into_hf,
+    our_class,
+    state_from_hf,
+    translate_activation,
+)
 
 # ours -> transformers, per family; exact types (ERNIE's classes subclass BERT's)
 _BERT_CLASSES = {
@@ -39,12 +49,6 @@ _ERNIE_CLASSES = {
     ernie.ErnieForPreTraining: "ErnieForPreTraining",
     ernie.ErnieForMaskedLM: "ErnieForMaskedLM",
     ernie.ErnieForSequenceClassification: "ErnieForSequenceClassification",
-}
-
-# transformers' tied copies: name -> the name whose tensor it is
-_TIED = {
-    "cls.predictions.decoder.weight": "{p}embeddings.word_embeddings.weight",
-    "cls.predictions.decoder.bias": "cls.predictions.bias",
 }
 
 _LAYER_NAMES = [  # transformers (under encoder.layer.i.) -> ours (under layers.i.)
@@ -148,67 +152,40 @@ def _name_map(model: nn.Module, hf_prefix: str) -> dict[str, str]:
     return {theirs: name for theirs, name in mapping.items() if name in ours}
 
 
-def _tied(hf_prefix: str, bare: bool) -> dict[str, str]:
-    return {k: v.format(p="" if bare else f"{hf_prefix}.") for k, v in _TIED.items()}
+def _tied(hf_prefix: str) -> dict[str, str]:
+    """transformers' tied copies of the MLM output layer (in the heads that have one): name -> its source."""
+    return {"cls.predictions.decoder.weight": f"{hf_prefix}.embeddings.word_embeddings.weight",
+            "cls.predictions.decoder.bias": "cls.predictions.bias"}
 
 
 def _to_hf(model: nn.Module, classes: dict[type, str], hf_prefix: str) -> transformers.PreTrainedModel:
-    if type(model) not in classes:
-        known = [c.__name__ for c in classes]
-        raise TypeError(f"no transformers equivalent for {type(model).__name__}; known: {known}")
-    bare = isinstance(model, bert.BertModel)
-    config = model.config
-    extra = {}
-    if isinstance(model, bert.BertForSequenceClassification):
-        extra = dict(num_labels=model.num_labels, classifier_dropout=model.classifier_dropout)
-        if model.num_labels == 1:
-            extra["problem_type"] = "regression"
-    hf_cls = getattr(transformers, classes[type(model)])
-    hf_kwargs = {"add_pooling_layer": model.pooler is not None} if bare else {}
-    hf = hf_cls(_hf_config(config, **extra), **hf_kwargs)
-
-    ours = model.state_dict()
-    state = {theirs: ours[name] for theirs, name in _name_map(model, hf_prefix).items()}
-    for copy, source in _tied(hf_prefix, bare).items():
-        if copy in hf.state_dict():
-            state[copy] = state[source]
-    check_same_keys(set(hf.state_dict()), set(state), f"{type(model).__name__} -> {hf_cls.__name__}")
-    hf.load_state_dict(state, strict=True)
-    hf.to(next(model.parameters()).dtype)
-    return hf.train(model.training)
+    hf_cls = hf_class(model, classes)
+    extra = classifier_settings(model) if isinstance(model, bert.BertForSequenceClassification) else {}
+    hf_kwargs = {"add_pooling_layer": model.pooler is not None} if isinstance(model, bert.BertModel) else {}
+    hf = hf_cls(_hf_config(model.config, **extra), **hf_kwargs)
+    load_into_hf(hf, model.state_dict(), _name_map(model, hf_prefix), _tied(hf_prefix),
+                 f"{type(model).__name__} -> {hf_cls.__name__}")
+    return like(hf, model)
 
 
 def _from_hf(hf: transformers.PreTrainedModel, classes: dict[type, str], hf_prefix: str,
              config_class: type[bert.BertConfig]) -> nn.Module:
-    by_name = {name: ours for ours, name in classes.items()}
+    our_cls = our_class(hf, classes)
     name = type(hf).__name__
-    if name not in by_name:
-        raise TypeError(f"cannot convert {name}; known: {sorted(by_name)}")
-    our_cls = by_name[name]
     hf_config = hf.config
     config = _our_config(hf_config, config_class)
     if name.endswith("Model"):
         model = our_cls(config, pooler=hf.pooler is not None)
     elif name.endswith("SequenceClassification"):
-        if hf_config.problem_type == "multi_label_classification":
-            raise ConfigError("multi-label classification (problem_type) is not supported")
+        check_single_label(hf_config)
         model = our_cls(config, num_labels=hf_config.num_labels, classifier_dropout=hf_config.classifier_dropout)
     else:
         if not hf_config.tie_word_embeddings:
             raise ConfigError("the MLM output layer must be tied to the word embeddings (tie_word_embeddings)")
         model = our_cls(config)
-
-    bare = isinstance(model, bert.BertModel)
-    theirs = hf.state_dict()
-    mapping = _name_map(model, hf_prefix)
-    tied = {k: v for k, v in _tied(hf_prefix, bare).items() if k in theirs}
-    for copy, source in tied.items():  # a copy that is not the same tensor cannot be held once
-        if not torch.equal(theirs[copy], theirs[source]):
-            raise ConfigError(f"{copy} differs from {source}: untied weights do not convert")
-    check_same_keys(set(mapping) | set(tied), set(theirs), f"{name} -> {our_cls.__name__}")
-    model.load_state_dict({ours: theirs[t] for t, ours in mapping.items()}, strict=True)
-    model.to(next(hf.parameters()).dtype)
-    return model.train(hf.training)
+    state = state_from_hf(hf.state_dict(), _name_map(model, hf_prefix), _tied(hf_prefix), f"{name} -> {our_cls.__name__}")
+    model.load_state_dict(state, strict=True)
+    return like(model, hf)
 
 
 # ----------------------------------------------------------------------------- public

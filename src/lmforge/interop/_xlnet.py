@@ -35,7 +35,17 @@ from torch import nn
 
 from ..models.layers import ConfigError
 from ..models.xlnet import XLNetConfig, XLNetForSequenceClassification, XLNetLMHeadModel
-from .common import ACT_FROM_HF, ACT_TO_HF, check_same_keys, translate_activation
+from .common import (
+    ACT_FROM_HF,
+    ACT_TO_HF,
+    check_same_keys,
+    check_single_label,
+    hf_class,
+    like,
+    load_exactly,
+    our_class,
+    translate_activation,
+)
 
 XLNetHead = XLNetLMHeadModel | XLNetForSequenceClassification
 
@@ -122,8 +132,7 @@ def _classifier_settings(hf_config: transformers.XLNetConfig) -> dict:
         raise ConfigError("summary_proj_to_labels is not supported (our summary keeps d_model)")
     if getattr(hf_config, "summary_first_dropout", 0) or 0:
         raise ConfigError("summary_first_dropout is not supported")
-    if hf_config.problem_type == "multi_label_classification":
-        raise ConfigError("multi-label classification (problem_type) is not supported")
+    check_single_label(hf_config)
     return dict(num_labels=hf_config.num_labels, classifier_dropout=float(hf_config.summary_last_dropout or 0.0))
 
 
@@ -198,30 +207,22 @@ def _from_hf_state(hf: nn.Module, model: XLNetHead) -> dict[str, torch.Tensor]:
 def xlnet_to_hf(model: XLNetHead, **token_ids: int | None) -> transformers.PreTrainedModel:
     """Our ``XLNetLMHeadModel`` / ``XLNetForSequenceClassification`` -> transformers' model of
     the same head, same weights (and the same train / eval mode and dtype)."""
-    if type(model) not in _CLASSES:
-        raise TypeError(f"no transformers equivalent for {type(model).__name__}; known: {[c.__name__ for c in _CLASSES]}")
+    hf_cls = hf_class(model, _CLASSES)
     head = {}
     if isinstance(model, XLNetForSequenceClassification):
         head = dict(num_labels=model.num_labels, classifier_dropout=model.classifier_dropout)
-    hf = getattr(transformers, _CLASSES[type(model)])(xlnet_config_to_hf(model.config, **head, **token_ids))
-    state = _to_hf_state(model)
-    check_same_keys(set(hf.state_dict()), set(state), f"{type(model).__name__} -> {type(hf).__name__}")
-    hf.load_state_dict(state, strict=True)
-    hf.to(next(model.parameters()).dtype)
-    return hf.train(model.training)
+    hf = hf_cls(xlnet_config_to_hf(model.config, **head, **token_ids))
+    load_exactly(hf, _to_hf_state(model), f"{type(model).__name__} -> {hf_cls.__name__}")
+    return like(hf, model)
 
 
 def xlnet_from_hf(hf_model: transformers.PreTrainedModel) -> XLNetHead:
     """transformers' ``XLNetLMHeadModel`` / ``XLNetForSequenceClassification`` -> ours, same weights."""
-    by_name = {name: cls for cls, name in _CLASSES.items()}
-    name = type(hf_model).__name__
-    if name not in by_name:
-        raise TypeError(f"cannot convert {name}; known: {sorted(by_name)}")
+    ours_class = our_class(hf_model, _CLASSES)
     config = xlnet_config_from_hf(hf_model.config)
-    if by_name[name] is XLNetForSequenceClassification:
-        model = XLNetForSequenceClassification(config, **_classifier_settings(hf_model.config))
+    if ours_class is XLNetForSequenceClassification:
+        model = ours_class(config, **_classifier_settings(hf_model.config))
     else:
-        model = XLNetLMHeadModel(config)
+        model = ours_class(config)
     model.load_state_dict(_from_hf_state(hf_model, model), strict=True)
-    model.to(next(hf_model.parameters()).dtype)
-    return model.train(hf_model.training)
+    return like(model, hf_model)

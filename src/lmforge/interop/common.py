@@ -1,6 +1,10 @@
-"""What every converter shares: activation names and the check that two state dicts match."""
+"""What every converter shares: activation names, class lookup, the renaming of state dicts and its checks."""
 
 from __future__ import annotations
+
+import torch
+import transformers
+from torch import nn
 
 from ..errors import ConfigError
 
@@ -22,3 +26,82 @@ def check_same_keys(expected: set[str], got: set[str], what: str) -> None:
     if expected != got:
         raise ConfigError(f"{what}: state dicts differ; missing {sorted(expected - got)}, "
                           f"unexpected {sorted(got - expected)}")
+
+
+# ----------------------------------------------------------------------------- classes
+
+
+def hf_class(model: nn.Module, classes: dict[type, str]) -> type:
+    """transformers' class for our ``model``; ``classes`` maps our exact classes to transformers'
+    class names (exact: ERNIE's classes subclass BERT's)."""
+    if type(model) not in classes:
+        raise TypeError(f"no transformers equivalent for {type(model).__name__}; known: {[c.__name__ for c in classes]}")
+    return getattr(transformers, classes[type(model)])
+
+
+def our_class(hf_model: nn.Module, classes: dict[type, str]) -> type:
+    """Our class for transformers' ``hf_model`` (the inverse of ``hf_class``)."""
+    by_name = {name: ours for ours, name in classes.items()}
+    name = type(hf_model).__name__
+    if name not in by_name:
+        raise TypeError(f"cannot convert {name}; known: {sorted(by_name)}")
+    return by_name[name]
+
+
+def like(converted: nn.Module, original: nn.Module) -> nn.Module:
+    """``converted`` in ``original``'s dtype and train / eval mode."""
+    return converted.to(next(original.parameters()).dtype).train(original.training)
+
+
+def classifier_settings(model: nn.Module) -> dict:
+    """transformers' config entries for our sequence classifier ``model``: its width and dropout,
+    and the regression problem type for a one-label (mean squared error) head."""
+    settings = dict(num_labels=model.num_labels, classifier_dropout=model.classifier_dropout)
+    if model.num_labels == 1:
+        settings["problem_type"] = "regression"
+    return settings
+
+
+def check_single_label(hf_config) -> None:
+    """Our classifiers are single-label (or regression): a multi-label one is an error."""
+    if hf_config.problem_type == "multi_label_classification":
+        raise ConfigError("multi-label classification (problem_type) is not supported")
+
+
+# ----------------------------------------------------------------------------- weights
+#
+# A converter names transformers' tensors by ours (``names``: transformers' name -> ours) and
+# lists the tied copies transformers keeps in its state dict (``copies``: a copy's name -> the
+# transformers name of the tensor it repeats). Layout changes beyond a renaming (transposes,
+# fused or stacked tensors) are the converter's, before or after these.
+
+
+def load_exactly(module: nn.Module, state: dict[str, torch.Tensor], what: str) -> None:
+    """``module.load_state_dict(state)`` after checking that the names match, naming the differences."""
+    check_same_keys(set(module.state_dict()), set(state), what)
+    module.load_state_dict(state, strict=True)
+
+
+def load_into_hf(hf: nn.Module, ours: dict[str, torch.Tensor], names: dict[str, str],
+                 copies: dict[str, str], what: str) -> None:
+    """Our state dict ``ours`` into ``hf``, renamed by ``names``, with the ``copies`` that
+    ``hf``'s state dict lists; together they must cover it exactly."""
+    state = {theirs: ours[name] for theirs, name in names.items()}
+    listed = hf.state_dict()
+    for copy, source in copies.items():
+        if copy in listed:
+            state[copy] = state[source]
+    load_exactly(hf, state, what)
+
+
+def state_from_hf(theirs: dict[str, torch.Tensor], names: dict[str, str], copies: dict[str, str],
+                  what: str) -> dict[str, torch.Tensor]:
+    """Our state dict from transformers' ``theirs`` (the inverse of ``load_into_hf``). A tied
+    copy that is not the same tensor as its source cannot be held once: an error, as is a
+    tensor of ``theirs`` that neither ``names`` nor ``copies`` accounts for."""
+    present = {copy: source for copy, source in copies.items() if copy in theirs}
+    for copy, source in present.items():
+        if not torch.equal(theirs[copy], theirs[source]):
+            raise ConfigError(f"{copy} differs from {source}: untied weights do not convert")
+    check_same_keys(set(names) | set(present), set(theirs), what)
+    return {ours: theirs[t] for t, ours in names.items()}
