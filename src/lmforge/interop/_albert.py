@@ -17,36 +17,45 @@ from torch import nn
 
 from ..models.albert import AlbertConfig, AlbertForMaskedLM, AlbertForPreTraining, AlbertForSequenceClassification
 from ..models.layers import ConfigError
-from .common import ACT_FROM_HF, ACT_TO_HF, hf_class, like, load_into_hf, our_class, state_from_hf, translate_activation
+from .common import (
+    ACT_FROM_HF,
+    ACT_TO_HF,
+    held_by,
+    hf_class,
+    like,
+    load_into_hf,
+    our_class,
+    state_from_hf,
+    tensor_names,
+    translate_activation,
+)
 
 AlbertHead = AlbertForPreTraining | AlbertForMaskedLM | AlbertForSequenceClassification
 
 _LAYER = "albert.encoder.albert_layer_groups.0.albert_layers.0."
-# our module -> transformers' module (each with .weight and .bias unless an embedding)
-_MODULES = {
-    "albert.embeddings.norm": "albert.embeddings.LayerNorm",
-    "albert.project": "albert.encoder.embedding_hidden_mapping_in",
-    "albert.block.attn.q": _LAYER + "attention.query",
-    "albert.block.attn.k": _LAYER + "attention.key",
-    "albert.block.attn.v": _LAYER + "attention.value",
-    "albert.block.attn.out": _LAYER + "attention.dense",
-    "albert.block.norm1": _LAYER + "attention.LayerNorm",
-    "albert.block.ffn.fc1": _LAYER + "ffn",
-    "albert.block.ffn.fc2": _LAYER + "ffn_output",
-    "albert.block.norm2": _LAYER + "full_layer_layer_norm",
+# transformers' name -> ours, for every tensor of every head (the modules with .weight and .bias)
+_NAMES = {
+    "albert.embeddings.word_embeddings.weight": "albert.embeddings.word.weight",
+    "albert.embeddings.position_embeddings.weight": "albert.embeddings.position.weight",
+    "albert.embeddings.token_type_embeddings.weight": "albert.embeddings.token_type.weight",
+    "predictions.bias": "mlm.bias",
+} | tensor_names({
+    "albert.embeddings.LayerNorm": "albert.embeddings.norm",
+    "albert.encoder.embedding_hidden_mapping_in": "albert.project",
+    _LAYER + "attention.query": "albert.block.attn.q",
+    _LAYER + "attention.key": "albert.block.attn.k",
+    _LAYER + "attention.value": "albert.block.attn.v",
+    _LAYER + "attention.dense": "albert.block.attn.out",
+    _LAYER + "attention.LayerNorm": "albert.block.norm1",
+    _LAYER + "ffn": "albert.block.ffn.fc1",
+    _LAYER + "ffn_output": "albert.block.ffn.fc2",
+    _LAYER + "full_layer_layer_norm": "albert.block.norm2",
     "albert.pooler": "albert.pooler",
-    "mlm.dense": "predictions.dense",
-    "mlm.norm": "predictions.LayerNorm",
-    "sop": "sop_classifier.classifier",
+    "predictions.dense": "mlm.dense",
+    "predictions.LayerNorm": "mlm.norm",
+    "sop_classifier.classifier": "sop",
     "classifier": "classifier",
-}
-_TENSORS = {
-    "albert.embeddings.word.weight": "albert.embeddings.word_embeddings.weight",
-    "albert.embeddings.position.weight": "albert.embeddings.position_embeddings.weight",
-    "albert.embeddings.token_type.weight": "albert.embeddings.token_type_embeddings.weight",
-    "mlm.bias": "predictions.bias",
-}
-_NAMES = _TENSORS | {f"{m}.{p}": f"{t}.{p}" for m, t in _MODULES.items() for p in ("weight", "bias")}
+})
 # transformers' tied copies of the MLM output layer: name -> the tensor it repeats
 _TIED = {"predictions.decoder.weight": "albert.embeddings.word_embeddings.weight",
          "predictions.decoder.bias": "predictions.bias"}
@@ -117,18 +126,12 @@ def albert_config_from_hf(hf_config: transformers.AlbertConfig) -> AlbertConfig:
 # ----------------------------------------------------------------------------- models
 
 
-def _names(model: AlbertHead) -> dict[str, str]:
-    """transformers name -> ours, for the tensors of ``model``."""
-    ours = model.state_dict()
-    return {theirs: name for name, theirs in _NAMES.items() if name in ours}
-
-
 def albert_to_hf(model: AlbertHead, **token_ids: int | None) -> nn.Module:
     """Our ALBERT head -> the transformers class of the same name, with the same weights."""
     hf_cls = hf_class(model, _CLASSES)
     num_labels = getattr(model, "num_labels", 2)  # for pretraining: the SOP layer's width
     hf = hf_cls(albert_config_to_hf(model.config, num_labels, **token_ids))
-    load_into_hf(hf, model.state_dict(), _names(model), _TIED, f"{type(model).__name__} -> {hf_cls.__name__}")
+    load_into_hf(hf, model.state_dict(), held_by(_NAMES, model), _TIED, f"{type(model).__name__} -> {hf_cls.__name__}")
     return like(hf, model)
 
 
@@ -143,7 +146,7 @@ def albert_from_hf(hf_model: nn.Module) -> AlbertHead:
         model = ours_class(config, num_labels=hf_model.config.num_labels)
     else:
         model = ours_class(config)
-    state = state_from_hf(hf_model.state_dict(), _names(model), _TIED,
+    state = state_from_hf(hf_model.state_dict(), held_by(_NAMES, model), _TIED,
                           f"{type(hf_model).__name__} -> {ours_class.__name__}")
     model.load_state_dict(state, strict=True)
     return like(model, hf_model)

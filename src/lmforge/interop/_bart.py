@@ -31,11 +31,13 @@ from .common import (
     ACT_TO_HF,
     check_single_label,
     classifier_settings,
+    held_by,
     hf_class,
     like,
     load_into_hf,
     our_class,
     state_from_hf,
+    tensor_names,
     translate_activation,
 )
 
@@ -68,7 +70,8 @@ _DECODER_LAYER = [  # transformers (under model.decoder.layers.i.) -> ours (unde
 # ----------------------------------------------------------------------------- configs
 
 
-def _hf_config(config: bart.BartConfig, **extra) -> transformers.BartConfig:
+def hf_config(config: bart.BartConfig, **extra) -> transformers.BartConfig:
+    """transformers' BartConfig for ours (``extra``: e.g. ``num_labels``)."""
     if config.eps != _HF_EPS:
         raise ConfigError(f"transformers' BART has LayerNorm epsilon {_HF_EPS}; this model has {config.eps}")
     return transformers.BartConfig(
@@ -152,27 +155,17 @@ def _name_map(model: nn.Module) -> dict[str, str]:
     for i in range(c.decoder_layers):
         for theirs, ours in _DECODER_LAYER:
             pairs[f"model.decoder.layers.{i}.{theirs}"] = f"bart.decoder.layers.{i}.{ours}"
-    mapping = {"final_logits_bias": "final_logits_bias"}
-    for theirs, ours in pairs.items():
-        for p in ("weight", "bias"):
-            mapping[f"{theirs}.{p}"] = f"{ours}.{p}"
-    ours = model.state_dict()
-    return {theirs: name for theirs, name in mapping.items() if name in ours}
+    return held_by({"final_logits_bias": "final_logits_bias"} | tensor_names(pairs), model)
 
 
 # ----------------------------------------------------------------------------- public
-
-
-def hf_config(config: bart.BartConfig, **extra) -> transformers.BartConfig:
-    """transformers' BartConfig for ours (``extra``: e.g. ``num_labels``)."""
-    return _hf_config(config, **extra)
 
 
 def bart_to_hf(model: nn.Module) -> transformers.PreTrainedModel:
     """Our BartForConditionalGeneration / BartForSequenceClassification -> transformers' same head, same weights."""
     hf_cls = hf_class(model, _CLASSES)
     extra = classifier_settings(model) if isinstance(model, bart.BartForSequenceClassification) else {}
-    hf = hf_cls(_hf_config(model.config, **extra))
+    hf = hf_cls(hf_config(model.config, **extra))
     ours = model.state_dict()
     if "final_logits_bias" in ours:  # (V,) here, (1, V) there
         ours["final_logits_bias"] = ours["final_logits_bias"].reshape(1, -1)

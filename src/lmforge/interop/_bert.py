@@ -29,11 +29,13 @@ from .common import (
     ACT_TO_HF,
     check_single_label,
     classifier_settings,
+    held_by,
     hf_class,
     like,
     load_into_hf,
     our_class,
     state_from_hf,
+    tensor_names,
     translate_activation,
 )
 
@@ -66,8 +68,8 @@ _LAYER_NAMES = [  # transformers (under encoder.layer.i.) -> ours (under layers.
 # ----------------------------------------------------------------------------- configs
 
 
-def _hf_config(config: bert.BertConfig, **extra) -> transformers.PretrainedConfig:
-    """transformers' BertConfig / ErnieConfig with the same network as ours."""
+def hf_config(config: bert.BertConfig, **extra) -> transformers.PretrainedConfig:
+    """transformers' BertConfig / ErnieConfig with the same network as ours (``extra``: e.g. ``num_labels``)."""
     kwargs = dict(
         vocab_size=config.vocab_size,
         hidden_size=config.d_model,
@@ -137,19 +139,13 @@ def _name_map(model: nn.Module, hf_prefix: str) -> dict[str, str]:
     for i in range(n_layers):
         for theirs, ours in _LAYER_NAMES:
             pairs[f"encoder.layer.{i}.{theirs}"] = f"layers.{i}.{ours}"
-    mapping = {}
-    for theirs, ours in pairs.items():
-        for p in ("weight", "bias"):
-            mapping[f"{theirs_enc}{theirs}.{p}"] = f"{ours_enc}{ours}.{p}"
+    names = {f"{theirs_enc}{theirs}": f"{ours_enc}{ours}" for theirs, ours in tensor_names(pairs).items()}
     if not bare:  # the heads
-        for theirs, ours in [("cls.predictions.transform.dense", "mlm.dense"),
-                             ("cls.predictions.transform.LayerNorm", "mlm.norm"),
-                             ("cls.seq_relationship", "nsp"), ("classifier", "classifier")]:
-            for p in ("weight", "bias"):
-                mapping[f"{theirs}.{p}"] = f"{ours}.{p}"
-        mapping["cls.predictions.bias"] = "mlm.bias"
-    ours = model.state_dict()
-    return {theirs: name for theirs, name in mapping.items() if name in ours}
+        names |= tensor_names({"cls.predictions.transform.dense": "mlm.dense",
+                               "cls.predictions.transform.LayerNorm": "mlm.norm",
+                               "cls.seq_relationship": "nsp", "classifier": "classifier"})
+        names["cls.predictions.bias"] = "mlm.bias"
+    return held_by(names, model)
 
 
 def _tied(hf_prefix: str) -> dict[str, str]:
@@ -162,7 +158,7 @@ def _to_hf(model: nn.Module, classes: dict[type, str], hf_prefix: str) -> transf
     hf_cls = hf_class(model, classes)
     extra = classifier_settings(model) if isinstance(model, bert.BertForSequenceClassification) else {}
     hf_kwargs = {"add_pooling_layer": model.pooler is not None} if isinstance(model, bert.BertModel) else {}
-    hf = hf_cls(_hf_config(model.config, **extra), **hf_kwargs)
+    hf = hf_cls(hf_config(model.config, **extra), **hf_kwargs)
     load_into_hf(hf, model.state_dict(), _name_map(model, hf_prefix), _tied(hf_prefix),
                  f"{type(model).__name__} -> {hf_cls.__name__}")
     return like(hf, model)
@@ -211,8 +207,3 @@ def ernie_from_hf(hf_model: transformers.PreTrainedModel) -> nn.Module:
     """transformers' ErnieModel / ErnieForPreTraining / ErnieForMaskedLM /
     ErnieForSequenceClassification -> ours, same weights."""
     return _from_hf(hf_model, _ERNIE_CLASSES, "ernie", ernie.ErnieConfig)
-
-
-def hf_config(config: bert.BertConfig, **extra) -> transformers.PretrainedConfig:
-    """transformers' config for our BERT / ERNIE config (``extra``: e.g. ``num_labels``)."""
-    return _hf_config(config, **extra)

@@ -51,6 +51,7 @@ from .common import (
     load_into_hf,
     our_class,
     state_from_hf,
+    tensor_names,
     translate_activation,
 )
 
@@ -197,8 +198,8 @@ def _t5_names(model: nn.Module) -> tuple[dict[str, str], dict[str, str]]:
     ffn_names = _t5_ffn_names(config.ffn == "gated-gelu")
     if isinstance(model, t5.T5ForSequenceClassification):
         names = _backbone_names(config, ffn_names, "transformer.")
-        names |= {f"classification_head.{p}.{w}": f"classifier.{p}.{w}"
-                  for p in ("dense", "out_proj") for w in ("weight", "bias")}
+        names |= tensor_names({"classification_head.dense": "classifier.dense",
+                               "classification_head.out_proj": "classifier.out_proj"})
         return names, _tied_copies("transformer.")
     names = _backbone_names(config, ffn_names)
     if not config.tie_word_embeddings:  # untied in ours; transformers 5 may hold it tied (see the module docstring)

@@ -44,6 +44,7 @@ from .common import (
     like,
     load_exactly,
     our_class,
+    tensor_names,
     translate_activation,
 )
 
@@ -143,19 +144,16 @@ def _plain_names(model: XLNetHead) -> dict[str, str]:
     """transformers name -> our name, for the tensors copied as they are."""
     names = {"transformer.word_embedding.weight": "transformer.word_embedding.weight",
              "transformer.mask_emb": "transformer.mask_emb"}
+    modules = {}
     for i in range(model.config.n_layers):
         theirs, ours = f"transformer.layer.{i}.", f"transformer.layers.{i}."
         names[theirs + "rel_attn.seg_embed"] = ours + "rel_attn.seg_embed"
-        for t, o in _LAYER_MODULES:
-            for p in ("weight", "bias"):
-                names[f"{theirs}{t}.{p}"] = f"{ours}{o}.{p}"
+        modules |= {theirs + t: ours + o for t, o in _LAYER_MODULES}
     if isinstance(model, XLNetLMHeadModel):
         names["lm_loss.bias"] = "lm_bias"
     else:
-        for t, o in [("sequence_summary.summary", "summary"), ("logits_proj", "logits_proj")]:
-            for p in ("weight", "bias"):
-                names[f"{t}.{p}"] = f"{o}.{p}"
-    return names
+        modules |= {"sequence_summary.summary": "summary", "logits_proj": "logits_proj"}
+    return names | tensor_names(modules)
 
 
 def _to_hf_state(model: XLNetHead) -> dict[str, torch.Tensor]:

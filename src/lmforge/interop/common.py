@@ -76,6 +76,17 @@ def check_single_label(hf_config) -> None:
 # fused or stacked tensors) are the converter's, before or after these.
 
 
+def tensor_names(modules: dict[str, str]) -> dict[str, str]:
+    """Module names (transformers' -> ours) -> the names of their ``weight`` and ``bias`` tensors."""
+    return {f"{theirs}.{p}": f"{ours}.{p}" for theirs, ours in modules.items() for p in ("weight", "bias")}
+
+
+def held_by(names: dict[str, str], model: nn.Module) -> dict[str, str]:
+    """The entries of ``names`` (transformers' -> ours) whose tensor our ``model`` has."""
+    ours = model.state_dict()
+    return {theirs: name for theirs, name in names.items() if name in ours}
+
+
 def load_exactly(module: nn.Module, state: dict[str, torch.Tensor], what: str) -> None:
     """``module.load_state_dict(state)`` after checking that the names match, naming the differences."""
     check_same_keys(set(module.state_dict()), set(state), what)
