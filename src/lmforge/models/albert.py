@@ -34,9 +34,9 @@ from torch import nn
 
 from .layers import (
     ConfigError,
+    MLMHead,
     ModelOutput,
     TransformerBlock,
-    activation,
     attention_bias,
     init_normal,
     lm_loss,
@@ -146,19 +146,9 @@ class AlbertModel(nn.Module):
 # ----------------------------------------------------------------------------- heads
 
 
-class AlbertMLMHead(nn.Module):
+def mlm_head(config: AlbertConfig) -> MLMHead:
     """H -> E (dense, activation, LayerNorm over E), then scores against the tied E-wide embedding + a bias."""
-
-    def __init__(self, config: AlbertConfig):
-        super().__init__()
-        self.dense = nn.Linear(config.d_model, config.embedding_size)
-        self.act = activation(config.act)
-        self.norm = nn.LayerNorm(config.embedding_size, eps=config.eps)
-        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
-
-    def forward(self, hidden: torch.Tensor, embedding: torch.Tensor) -> torch.Tensor:
-        x = self.norm(self.act(self.dense(hidden)))  # (B, L, E)
-        return F.linear(x, embedding, self.bias)  # (B, L, V)
+    return MLMHead(config.d_model, config.embedding_size, config.vocab_size, config.act, config.eps)
 
 
 class AlbertForPreTraining(nn.Module):
@@ -170,7 +160,7 @@ class AlbertForPreTraining(nn.Module):
         super().__init__()
         self.config = config
         self.albert = AlbertModel(config)
-        self.mlm = AlbertMLMHead(config)
+        self.mlm = mlm_head(config)
         self.sop_dropout = nn.Dropout(config.classifier_dropout)
         self.sop = nn.Linear(config.d_model, 2)  # 0 = in order, 1 = swapped
         init_normal(self, config.init_std)
@@ -203,7 +193,7 @@ class AlbertForMaskedLM(nn.Module):
         super().__init__()
         self.config = config
         self.albert = AlbertModel(config, pooler=False)
-        self.mlm = AlbertMLMHead(config)
+        self.mlm = mlm_head(config)
         init_normal(self, config.init_std)
 
     def forward(

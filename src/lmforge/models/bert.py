@@ -34,9 +34,9 @@ from torch import nn
 
 from .layers import (
     ConfigError,
+    MLMHead,
     ModelOutput,
     TransformerBlock,
-    activation,
     attention_bias,
     init_normal,
     lm_loss,
@@ -165,19 +165,9 @@ class BertModel(nn.Module):
 # ----------------------------------------------------------------------------- heads
 
 
-class BertMLMHead(nn.Module):
-    """dense + act + LayerNorm, then scores against the tied word embeddings plus an output bias."""
-
-    def __init__(self, config: BertConfig):
-        super().__init__()
-        self.dense = nn.Linear(config.d_model, config.d_model)
-        self.act = activation(config.act)
-        self.norm = nn.LayerNorm(config.d_model, eps=config.eps)
-        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
-
-    def forward(self, hidden: torch.Tensor, word_embeddings: torch.Tensor) -> torch.Tensor:
-        h = self.norm(self.act(self.dense(hidden)))  # (B, L, D)
-        return F.linear(h, word_embeddings, self.bias)  # (B, L, V): h @ E^T + b
+def mlm_head(config: BertConfig) -> MLMHead:
+    """dense + act + LayerNorm (D wide), then scores against the tied word embeddings plus an output bias."""
+    return MLMHead(config.d_model, config.d_model, config.vocab_size, config.act, config.eps)
 
 
 def nsp_loss(nsp_logits: torch.Tensor, next_sentence_label: torch.Tensor) -> torch.Tensor:
@@ -196,7 +186,7 @@ class BertForPreTraining(nn.Module):
         super().__init__()
         self.config = config
         self.encoder = self.encoder_class(config, pooler=True)
-        self.mlm = BertMLMHead(config)
+        self.mlm = mlm_head(config)
         self.nsp = nn.Linear(config.d_model, 2)
         init_weights(self.mlm, config)
         init_weights(self.nsp, config)
@@ -226,7 +216,7 @@ class BertForMaskedLM(nn.Module):
         super().__init__()
         self.config = config
         self.encoder = self.encoder_class(config, pooler=False)
-        self.mlm = BertMLMHead(config)
+        self.mlm = mlm_head(config)
         init_weights(self.mlm, config)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,

@@ -206,6 +206,26 @@ class TransformerBlock(nn.Module):
         return self.norm2(x + self.ffn(x))
 
 
+# ----------------------------------------------------------------------------- heads
+
+
+class MLMHead(nn.Module):
+    """BERT's masked-LM head (ALBERT's too): dense ``d_model -> width``, activation, LayerNorm,
+    then scores against the tied word embeddings (V, width) plus an output-only bias:
+    ``logits = LN(act(W h)) @ E^T + b``."""
+
+    def __init__(self, d_model: int, width: int, vocab_size: int, act: str, eps: float):
+        super().__init__()
+        self.dense = nn.Linear(d_model, width)
+        self.act = activation(act)
+        self.norm = nn.LayerNorm(width, eps=eps)
+        self.bias = nn.Parameter(torch.zeros(vocab_size))
+
+    def forward(self, hidden: torch.Tensor, word_embeddings: torch.Tensor) -> torch.Tensor:
+        h = self.norm(self.act(self.dense(hidden)))  # (B, L, width)
+        return F.linear(h, word_embeddings, self.bias)  # (B, L, V): h @ E^T + b
+
+
 # ----------------------------------------------------------------------------- losses, init
 
 
