@@ -33,14 +33,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from .layers import (
-    ConfigError,
     MLMHead,
     ModelOutput,
     TransformerBlock,
     attention_bias,
+    check_classifier,
+    check_transformer_config,
+    classification_loss,
     init_normal,
     lm_loss,
-    check_transformer_config,
     preset,
 )
 
@@ -217,8 +218,7 @@ class AlbertForSequenceClassification(nn.Module):
 
     def __init__(self, config: AlbertConfig, num_labels: int = 2, classifier_dropout: float | None = None):
         super().__init__()
-        if num_labels < 1:
-            raise ConfigError(f"num_labels must be >= 1, got {num_labels}")
+        check_classifier(num_labels)
         self.config = config
         self.num_labels = num_labels
         self.albert = AlbertModel(config)
@@ -236,10 +236,5 @@ class AlbertForSequenceClassification(nn.Module):
     ) -> ModelOutput:
         hidden, pooled = self.albert(input_ids, attention_mask, token_type_ids)
         logits = self.classifier(self.dropout(pooled))  # (B, num_labels)
-        loss = None
-        if labels is not None:
-            if self.num_labels == 1:
-                loss = F.mse_loss(logits.float().reshape(-1), labels.float().reshape(-1))
-            else:
-                loss = F.cross_entropy(logits.float(), labels.reshape(-1))
+        loss = classification_loss(logits, labels) if labels is not None else None
         return ModelOutput(logits=logits, loss=loss, hidden_states=hidden)

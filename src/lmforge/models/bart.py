@@ -56,7 +56,9 @@ from .layers import (
     TransformerBlock,
     attention_bias,
     check_batch,
+    check_classifier,
     check_transformer_config,
+    classification_loss,
     init_normal,
     lm_loss,
     no_padding,
@@ -417,10 +419,7 @@ class BartForSequenceClassification(nn.Module):
 
     def __init__(self, config: BartConfig, num_labels: int = 2, classifier_dropout: float = 0.0):
         super().__init__()
-        if num_labels < 1:
-            raise ConfigError(f"num_labels must be >= 1, got {num_labels}")
-        if not 0.0 <= classifier_dropout < 1.0:
-            raise ConfigError(f"classifier_dropout must be in [0, 1), got {classifier_dropout}")
+        check_classifier(num_labels, classifier_dropout)
         self.config = config
         self.num_labels = num_labels
         self.classifier_dropout = classifier_dropout
@@ -440,11 +439,6 @@ class BartForSequenceClassification(nn.Module):
         B, L = is_eos.shape
         last_eos = (torch.arange(L, device=input_ids.device) * is_eos).argmax(dim=1)  # (B,)
         logits = self.head(hidden[torch.arange(B, device=hidden.device), last_eos])  # (B, num_labels)
-        loss = None
-        if labels is not None:
-            if self.num_labels == 1:
-                loss = F.mse_loss(logits.float().reshape(-1), labels.float().reshape(-1))
-            else:
-                loss = F.cross_entropy(logits.float(), labels.reshape(-1))
+        loss = classification_loss(logits, labels) if labels is not None else None
         return ModelOutput(logits=logits, loss=loss, hidden_states=hidden,
                            aux={"encoder_hidden_states": encoder_hidden})

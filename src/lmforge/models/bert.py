@@ -38,9 +38,11 @@ from .layers import (
     ModelOutput,
     TransformerBlock,
     attention_bias,
+    check_classifier,
+    check_transformer_config,
+    classification_loss,
     init_normal,
     lm_loss,
-    check_transformer_config,
     preset,
 )
 
@@ -238,8 +240,7 @@ class BertForSequenceClassification(nn.Module):
 
     def __init__(self, config: BertConfig, num_labels: int = 2, classifier_dropout: float | None = None):
         super().__init__()
-        if num_labels < 1:
-            raise ConfigError(f"num_labels must be >= 1, got {num_labels}")
+        check_classifier(num_labels)
         self.config = config
         self.num_labels = num_labels
         self.classifier_dropout = classifier_dropout
@@ -253,10 +254,5 @@ class BertForSequenceClassification(nn.Module):
                 special_tokens_mask: torch.Tensor | None = None, **encoder_inputs: torch.Tensor) -> ModelOutput:
         hidden, pooled = self.encoder(input_ids, attention_mask, token_type_ids, **encoder_inputs)
         logits = self.classifier(self.dropout(pooled))  # (B, num_labels)
-        loss = None
-        if labels is not None:
-            if self.num_labels == 1:
-                loss = F.mse_loss(logits.float().reshape(-1), labels.float().reshape(-1))
-            else:
-                loss = F.cross_entropy(logits.float(), labels.reshape(-1))
+        loss = classification_loss(logits, labels) if labels is not None else None
         return ModelOutput(logits=logits, loss=loss, hidden_states=hidden)

@@ -60,7 +60,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .layers import ConfigError, ModelOutput, check_batch, count_parameters, lm_loss, preset
+from .layers import (
+    ConfigError,
+    ModelOutput,
+    check_batch,
+    check_classifier,
+    classification_loss,
+    count_parameters,
+    lm_loss,
+    preset,
+)
 
 # The bilm character scheme of tokenization/chars.py (models import torch only; a test checks
 # that the two agree): bytes 0-255, then bos, eos, bow, eow, padding.
@@ -424,8 +433,7 @@ class ElmoForSequenceClassification(nn.Module):
     def __init__(self, config: ElmoConfig, num_labels: int = 2):
         super().__init__()
         config.validate()
-        if num_labels < 1:
-            raise ConfigError(f"num_labels must be >= 1, got {num_labels}")
+        check_classifier(num_labels)
         self.config = config
         self.num_labels = num_labels
         self.char_cnn = CharCNN(config)
@@ -457,10 +465,5 @@ class ElmoForSequenceClassification(nn.Module):
         keep = mask[..., None].to(mixed.dtype)
         pooled = (mixed * keep).sum(dim=1) / keep.sum(dim=1).clamp(min=1.0)  # mean over real tokens
         logits = self.classifier(pooled)  # (B, num_labels)
-        loss = None
-        if labels is not None:
-            if self.num_labels == 1:
-                loss = F.mse_loss(logits.squeeze(-1).float(), labels.float())
-            else:
-                loss = F.cross_entropy(logits.float(), labels)
+        loss = classification_loss(logits, labels) if labels is not None else None
         return ModelOutput(logits=logits, loss=loss, hidden_states=mixed)

@@ -47,9 +47,12 @@ from .layers import (
     ModelOutput,
     TransformerBlock,
     attention_bias,
-    init_normal,
-    lm_loss,
+    check_classifier,
     check_transformer_config,
+    classification_loss,
+    init_normal,
+    last_token_state,
+    lm_loss,
     no_padding,
     preset,
     scaled_init_std,
@@ -192,12 +195,9 @@ class GPTForSequenceClassification(_GPTPreTrained):
 
     def __init__(self, config: GPTConfig, num_labels: int = 2, lm_coef: float = 0.0, classifier_dropout: float = 0.1):
         super().__init__(config)
-        if num_labels < 1:
-            raise ConfigError(f"num_labels must be >= 1, got {num_labels}")
+        check_classifier(num_labels, classifier_dropout)
         if lm_coef < 0:
             raise ConfigError(f"lm_coef must be >= 0, got {lm_coef}")
-        if not 0.0 <= classifier_dropout < 1.0:
-            raise ConfigError(f"classifier_dropout must be in [0, 1), got {classifier_dropout}")
         self.num_labels = num_labels
         self.lm_coef = lm_coef
         self.dropout = nn.Dropout(classifier_dropout)
@@ -210,22 +210,13 @@ class GPTForSequenceClassification(_GPTPreTrained):
         attention_mask: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
     ) -> ModelOutput:
-        B, L = input_ids.shape
         hidden = self.gpt(input_ids, attention_mask)  # (B, L, D)
-        if attention_mask is None:
-            last = torch.full((B,), L - 1, dtype=torch.long, device=input_ids.device)
-        else:  # the rightmost real token of each row
-            positions = torch.arange(L, device=input_ids.device)
-            last = (positions * attention_mask.to(torch.long)).argmax(-1)  # (B,)
-        pooled = hidden[torch.arange(B, device=hidden.device), last]  # (B, D)
+        pooled = last_token_state(hidden, attention_mask)  # (B, D)
         logits = self.score(self.dropout(pooled))  # (B, num_labels)
         out = ModelOutput(logits=logits, hidden_states=hidden)
         if labels is None:
             return out
-        if self.num_labels == 1:
-            out.loss = F.mse_loss(logits.float().reshape(-1), labels.float().reshape(-1))
-        else:
-            out.loss = F.cross_entropy(logits.float(), labels.reshape(-1))
+        out.loss = classification_loss(logits, labels)
         if self.lm_coef > 0:
             lm_labels = input_ids if attention_mask is None else input_ids.masked_fill(attention_mask == 0, -100)
             aux_lm = lm_loss(self.lm_logits(hidden), lm_labels, shift=True)

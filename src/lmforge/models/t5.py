@@ -53,7 +53,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .layers import ConfigError, ModelOutput, attention_bias, gelu_tanh, lm_loss, preset
+from .layers import (
+    ConfigError,
+    ModelOutput,
+    attention_bias,
+    check_classifier,
+    classification_loss,
+    gelu_tanh,
+    lm_loss,
+    preset,
+)
 
 # ----------------------------------------------------------------------------- config
 
@@ -535,10 +544,7 @@ class T5ForSequenceClassification(T5Model):
 
     def __init__(self, config: T5Config, num_labels: int = 2, classifier_dropout: float = 0.0):
         super().__init__(config)
-        if num_labels < 1:
-            raise ConfigError(f"num_labels must be >= 1, got {num_labels}")
-        if not 0.0 <= classifier_dropout < 1.0:
-            raise ConfigError(f"classifier_dropout must be in [0, 1), got {classifier_dropout}")
+        check_classifier(num_labels, classifier_dropout)
         self.num_labels = num_labels
         self.classifier_dropout = classifier_dropout
         self.classifier = T5ClassificationHead(config, num_labels, classifier_dropout)
@@ -562,11 +568,6 @@ class T5ForSequenceClassification(T5Model):
         index = torch.where(last_eos >= 0, last_eos, last_real)  # (B,)
         pooled = hidden[torch.arange(B, device=hidden.device), index]  # (B, D)
         logits = self.classifier(pooled)  # (B, num_labels)
-        loss = None
-        if labels is not None:
-            if self.num_labels == 1:
-                loss = F.mse_loss(logits.float().reshape(-1), labels.float().reshape(-1))
-            else:
-                loss = F.cross_entropy(logits.float(), labels.reshape(-1))
+        loss = classification_loss(logits, labels) if labels is not None else None
         out = ModelOutput(logits=logits, loss=loss, hidden_states=hidden, aux={"encoder_hidden_states": memory})
         return self.add_routing(out, enc_routing, dec_routing)

@@ -52,7 +52,18 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .layers import ConfigError, ModelOutput, activation, init_normal, lm_loss, no_padding, preset
+from .layers import (
+    ConfigError,
+    ModelOutput,
+    activation,
+    check_classifier,
+    classification_loss,
+    init_normal,
+    last_token_state,
+    lm_loss,
+    no_padding,
+    preset,
+)
 
 # ----------------------------------------------------------------------------- config
 
@@ -381,10 +392,7 @@ class TransformerXLForSequenceClassification(nn.Module):
 
     def __init__(self, config: TransformerXLConfig, num_labels: int = 2, classifier_dropout: float = 0.1):
         super().__init__()
-        if num_labels < 1:
-            raise ConfigError(f"num_labels must be >= 1, got {num_labels}")
-        if not 0.0 <= classifier_dropout < 1.0:
-            raise ConfigError(f"classifier_dropout must be in [0, 1), got {classifier_dropout}")
+        check_classifier(num_labels, classifier_dropout)
         self.config = config
         self.num_labels = num_labels
         self.transformer = TransformerXLModel(config)
@@ -394,19 +402,9 @@ class TransformerXLForSequenceClassification(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 labels: torch.Tensor | None = None, mems: list[torch.Tensor] | None = None) -> ModelOutput:
-        B, L = input_ids.shape
         hidden, new_mems = self.transformer(input_ids, mems, attention_mask)  # (B, L, D)
-        if attention_mask is None:
-            last = torch.full((B,), L - 1, dtype=torch.long, device=input_ids.device)
-        else:  # the rightmost real token of each row
-            last = (torch.arange(L, device=input_ids.device) * attention_mask.long()).argmax(-1)  # (B,)
-        pooled = hidden[torch.arange(B, device=hidden.device), last]  # (B, D)
+        pooled = last_token_state(hidden, attention_mask)  # (B, D)
         logits = self.classifier(self.dropout(pooled))  # (B, num_labels)
-        loss = None
-        if labels is not None:
-            if self.num_labels == 1:
-                loss = F.mse_loss(logits.float().reshape(-1), labels.float().reshape(-1))
-            else:
-                loss = F.cross_entropy(logits.float(), labels.reshape(-1))
+        loss = classification_loss(logits, labels) if labels is not None else None
         aux = {"mems": new_mems} if new_mems is not None else {}
         return ModelOutput(logits=logits, loss=loss, hidden_states=hidden, aux=aux)
