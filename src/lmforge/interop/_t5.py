@@ -239,15 +239,6 @@ def t5_from_hf(hf_model: transformers.PreTrainedModel) -> nn.Module:
     return like(model, hf_model)
 
 
-def hf_t5_model(config: t5.T5Config, head: str = "T5ForConditionalGeneration", **extra) -> transformers.PreTrainedModel:
-    """A freshly initialised transformers model with the same network as ours (an untied
-    ``lm_head`` untied there too): for parameter counts and tests."""
-    hf = getattr(transformers, head)(t5_hf_config(config, **extra))
-    if head == "T5ForConditionalGeneration" and not config.tie_word_embeddings:
-        untie_lm_head(hf)
-    return hf
-
-
 # ----------------------------------------------------------------------------- Switch
 
 

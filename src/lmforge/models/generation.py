@@ -256,24 +256,3 @@ def beam_search(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch
     length = int(best_lengths[:, 0].max())
     return best[:, 0, :length]
 
-
-# ----------------------------------------------------------------------------- scoring
-
-
-def score_sequences(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
-                    sequences: torch.Tensor, *, eos_token_id: int, forced_bos_token_id: int | None = None,
-                    length_penalty: float = 1.0) -> torch.Tensor:
-    """The beam-search score of generated ``sequences`` (B, T), start token first: summed
-    log-probabilities of the tokens after the start, up to and including the first eos (all of
-    them when there is none), over ``len ** length_penalty``; a forced bos contributes 0. (B,) float32."""
-    with _eval_mode(model):
-        memory = model.encode(input_ids, attention_mask)
-        log_probs = F.log_softmax(model.decode(sequences[:, :-1], memory, attention_mask).float(), dim=-1)
-    targets = sequences[:, 1:]  # (B, T - 1)
-    token_lp = log_probs.gather(-1, targets[..., None]).squeeze(-1)
-    if forced_bos_token_id is not None:
-        token_lp[:, 0] = torch.where(targets[:, 0] == forced_bos_token_id, 0.0, float("-inf"))
-    is_eos = targets == eos_token_id
-    before_eos = (is_eos.long().cumsum(dim=1) - is_eos.long()) == 0  # up to and including the first eos
-    lengths = before_eos.sum(dim=1)
-    return torch.where(before_eos, token_lp, 0.0).sum(dim=1) / lengths.float() ** length_penalty
