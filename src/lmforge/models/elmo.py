@@ -29,8 +29,9 @@ Choices, and where they follow the reference (allenai/bilm-tf) or depart from it
 - The LSTM state starts at zero for every example: our bilm examples are independent
   sentences (``objectives/bilm.py``), not bilm-tf's stateful stream.
 - Loss = forward cross entropy + backward cross entropy (each the mean over its targets,
-  -100 ignored): the paper's joint log likelihood and ``MODELS.md``. bilm-tf's training
-  script minimises half of it (the mean of the two); the per-direction losses are in ``aux``
+  -100 ignored): the joint log likelihood of the two directions (Peters et al., 2018,
+  section 3.1). bilm-tf's training script minimises half of it (the mean of the two); the
+  per-direction losses are in ``aux``
   (``forward_loss``, ``backward_loss``: exp() of each is that direction's perplexity).
   At initialisation the loss is ~ 2 ln(vocab_size).
 - A full softmax over the word vocabulary (bilm-tf samples 8192 negatives in training).

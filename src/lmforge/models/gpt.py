@@ -98,7 +98,7 @@ PRESETS: dict[str, GPTConfig] = {
     "gpt2-medium": GPTConfig(d_model=1024, n_layers=24, n_heads=16, d_ff=4096),
     # GPT-1: 12 x 768, 12 heads, post-LN, BPE vocabulary of 40478, 512 positions (~117M)
     "openai-gpt": GPTConfig(vocab_size=40478, n_positions=512, norm_first=False, scaled_residual_init=False),
-    # a GPT-2 shaped model that trains on a CPU (MODELS.md: 4 x 128); set vocab_size from the tokenizer
+    # a GPT-2 shaped model that trains on a CPU (4 layers x 128 wide); set vocab_size from the tokenizer
     "gpt-tiny": GPTConfig(vocab_size=8192, n_positions=256, d_model=128, n_layers=4, n_heads=4, d_ff=512),
 }
 
