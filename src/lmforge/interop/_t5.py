@@ -3,32 +3,22 @@
 ``t5_to_hf(model)`` gives ``transformers.T5ForConditionalGeneration`` (or
 ``T5ForSequenceClassification``) with our weights, ``t5_from_hf(hf_model)`` the reverse;
 ``switch_to_hf`` / ``switch_from_hf`` the same for ``SwitchTransformersForConditionalGeneration``.
-``hf_model.save_pretrained(path)`` then writes a directory that
-``transformers.AutoModelForSeq2SeqLM.from_pretrained`` loads.
 
-Names differ, shapes mostly not (both use ``nn.Linear``'s (out, in) weights):
-transformers' ``encoder.block.i.layer.0.SelfAttention.q`` is our ``encoder.layers.i.self_attn.q``,
-its ``layer.0.layer_norm`` our ``self_attn_norm``, and so on (``_t5_names``). Three places differ:
+The same tensors under other names (``_stack_names``), except in three places:
 
-- the relative position bias: transformers keeps it in the first block's self-attention
+- transformers keeps the relative position bias in the first block's self-attention
   (``block.0.layer.0.SelfAttention.relative_attention_bias``); we keep it on the stack;
-- the tied copies: transformers' state dict also lists ``encoder.embed_tokens`` and
-  ``decoder.embed_tokens`` (and ``lm_head`` when tied), the same tensor as ``shared``;
+- transformers' state dict also lists ``encoder.embed_tokens`` and ``decoder.embed_tokens``
+  (and ``lm_head`` when tied), the same tensor as ``shared``;
 - Switch experts: transformers has one ``DenseActDense`` per expert (``experts.expert_j.wi``,
   (F, D)); we stack them, ``experts.wi`` (E, D, F), so expert ``j`` is the transpose of slice ``j``.
 
-The T5 output layer and transformers 5: its ``T5Config`` forces ``tie_word_embeddings=True``
-and keeps the given value only as ``scale_decoder_outputs``, so a v1.1 model built from a config
-has its ``lm_head`` tied to the embedding (a v1.1 checkpoint loads untied because its two tensors
-differ). ``t5_to_hf`` therefore unties ``lm_head`` for an untied model of ours
-(``untie_lm_head``); ``t5_from_hf`` reads the rescale from ``scale_decoder_outputs`` and gives an
-unscaled model an untied output layer (a copy of the embedding when transformers had tied it).
-
-Switch capacity: transformers has a fixed ``expert_capacity`` per sequence; ours comes from the
-capacity factors and the sequence length unless ``SwitchConfig.expert_capacity`` fixes it.
-``switch_from_hf`` fixes it to transformers' value (identical outputs, drops included);
-``switch_to_hf`` writes the fixed value, or, for a factor-based model, the eval capacity of a
-``sequence_length``-token sequence (512 by default), stated in its docstring.
+Traps: transformers 5's ``T5Config`` forces ``tie_word_embeddings=True`` (the given value
+survives only as ``scale_decoder_outputs``), so ``t5_to_hf`` unties ``lm_head`` for an untied
+model of ours and ``t5_from_hf`` reads the rescale from ``scale_decoder_outputs``
+(docs/MODELS.md, "Converting T5"). transformers' Switch capacity is fixed per sequence:
+``switch_from_hf`` fixes ours to it; ``switch_to_hf`` writes ours, or, for a factor-based model,
+the eval capacity of a ``sequence_length``-token sequence (512 by default).
 
 What does not convert is an error, never a silent approximation: an activation we do not
 have, an untied output layer with the v1.0 rescale, a multi-label classifier, a Switch

@@ -1,8 +1,5 @@
-"""Our XLNet (``models/xlnet.py``) to and from ``transformers``' XLNet: configs, weights, same outputs.
-
-``xlnet_to_hf(model)`` gives ``XLNetLMHeadModel`` / ``XLNetForSequenceClassification`` with our
-weights; ``xlnet_from_hf(hf_model)`` the reverse. ``hf_model.save_pretrained(path)`` then
-writes a directory ``AutoModelForCausalLM`` / ``XLNetLMHeadModel.from_pretrained`` loads.
+"""Our XLNet (``models/xlnet.py``) to and from ``transformers``' XLNet (``XLNetLMHeadModel``,
+``XLNetForSequenceClassification``): configs, weights, same outputs.
 
 What differs in the stored weights:
 

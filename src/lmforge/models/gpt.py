@@ -7,31 +7,20 @@ The network, top to bottom:
     GPT-2 only: a final LayerNorm
     logits = h @ token_embedding^T (the output projection is tied to the input embedding)
 
-GPT-1 and GPT-2 differ only in where the LayerNorms sit, which is configuration here:
+GPT-1 and GPT-2 differ only in configuration: GPT-1 (``norm_first=False``) is post-LN,
+``x = LN(x + sublayer(x))``, with no final LN; GPT-2 (``norm_first=True``) is pre-LN,
+``x = x + sublayer(LN(x))``, with a final LN after the last block, and initialises the residual
+projections (attention output, second FFN layer) with std ``0.02 / sqrt(2 * n_layers)`` (two
+residual additions per block; GPT-2 section 2.3). Both use the tanh GELU ("gelu_new").
 
-- GPT-1 (``norm_first=False``): post-LN, ``x = LN(x + sublayer(x))``, no final LN.
-- GPT-2 (``norm_first=True``): pre-LN, ``x = x + sublayer(LN(x))``, a final LN after the last
-  block, and the residual projections (attention output, second FFN layer) initialised with
-  std ``0.02 / sqrt(2 * n_layers)`` (two residual additions per block; GPT-2 section 2.3).
+Traps: the model shifts the labels ONCE (logits at t predict ``labels[t + 1]``) and drops no
+position from the loss by its id, so ``eos`` stays a target even when pad == eos. Positions
+are absolute: pad on the right.
 
-Both use the tanh approximation of GELU ("gelu_new" in their released configs).
-
-Inputs are a batch of the CLM objective: ``input_ids`` (B, L), ``labels`` == ``input_ids``
-(or -100 where the feature converter padded) and ``attention_mask`` (B, L; 1 = real token).
-The model shifts the labels ONCE (logits at t predict ``labels[t + 1]``); no position is
-dropped from the loss by its id, so ``eos`` stays a target even when pad == eos. Positions are
-absolute (0 .. L-1 in every row), so pad on the right: a left-padded row would see its real
-tokens at shifted positions (as in the reference implementations).
-
-Heads:
-
-- ``GPTLMHeadModel``: next-token prediction (pretraining).
-- ``GPTForSequenceClassification``: GPT-1's fine-tuning (section 3.2): a linear layer on the
-  final hidden state of the last real token, with the language-modelling loss on the same
-  inputs added as an auxiliary objective, ``L = L_cls + lm_coef * L_lm`` (GPT-1 used
-  ``lm_coef = 0.5``; 0 turns it off). GPT-1's "input transformations" (a start token, a
-  delimiter between the parts of a pair, an extract token at the end whose state is classified)
-  are the data side's job: the model classifies whatever token ends each row.
+Heads: ``GPTLMHeadModel`` (next-token prediction) and ``GPTForSequenceClassification``, GPT-1's
+fine-tuning (section 3.2): a linear layer on the final state of the last real token, plus
+``lm_coef`` x the language-modelling loss on the same inputs (GPT-1 used 0.5; 0 turns it off).
+Inputs and GPT-1's input transformations: docs/MODELS.md, "GPT and GPT-2".
 """
 
 from __future__ import annotations
