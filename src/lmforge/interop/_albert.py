@@ -17,9 +17,8 @@ from torch import nn
 
 from ..models.albert import AlbertConfig, AlbertForMaskedLM, AlbertForPreTraining, AlbertForSequenceClassification
 from ..models.layers import ConfigError
+from ._bert import encoder_hf_kwargs, encoder_our_kwargs
 from .common import (
-    ACT_FROM_HF,
-    ACT_TO_HF,
     held_by,
     hf_class,
     like,
@@ -27,7 +26,6 @@ from .common import (
     our_class,
     state_from_hf,
     tensor_names,
-    translate_activation,
 )
 
 AlbertHead = AlbertForPreTraining | AlbertForMaskedLM | AlbertForSequenceClassification
@@ -74,23 +72,12 @@ def albert_config_to_hf(config: AlbertConfig, num_labels: int = 2, **token_ids: 
     """A transformers ``AlbertConfig`` for ``config``; ``num_labels`` is the classifier's width
     (2 for pretraining: transformers sizes the SOP layer with it). ``token_ids``: ``pad_token_id``, ``bos_token_id``, ``eos_token_id`` (None unless given)."""
     return transformers.AlbertConfig(
-        vocab_size=config.vocab_size,
         embedding_size=config.embedding_size,
-        hidden_size=config.d_model,
-        num_hidden_layers=config.n_layers,
         num_hidden_groups=1,
         inner_group_num=1,
-        num_attention_heads=config.n_heads,
-        intermediate_size=config.d_ff,
-        hidden_act=translate_activation(ACT_TO_HF, config.act, "transformers' ALBERT"),
-        hidden_dropout_prob=config.dropout,
-        attention_probs_dropout_prob=config.attn_dropout,
         classifier_dropout_prob=config.classifier_dropout,
-        max_position_embeddings=config.max_positions,
-        type_vocab_size=config.type_vocab_size,
-        initializer_range=config.init_std,
-        layer_norm_eps=config.eps,
         num_labels=num_labels,
+        **encoder_hf_kwargs(config, "transformers' ALBERT"),
         **{"pad_token_id": None, "bos_token_id": None, "eos_token_id": None, **token_ids},
     )
 
@@ -105,22 +92,8 @@ def albert_config_from_hf(hf_config: transformers.AlbertConfig) -> AlbertConfig:
         )
     if not hf_config.tie_word_embeddings:
         raise ConfigError("AlbertConfig.tie_word_embeddings=False is not supported")
-    return AlbertConfig(
-        vocab_size=hf_config.vocab_size,
-        embedding_size=hf_config.embedding_size,
-        d_model=hf_config.hidden_size,
-        n_layers=hf_config.num_hidden_layers,
-        n_heads=hf_config.num_attention_heads,
-        d_ff=hf_config.intermediate_size,
-        act=translate_activation(ACT_FROM_HF, hf_config.hidden_act, "AlbertConfig.hidden_act"),
-        max_positions=hf_config.max_position_embeddings,
-        type_vocab_size=hf_config.type_vocab_size,
-        dropout=hf_config.hidden_dropout_prob,
-        attn_dropout=hf_config.attention_probs_dropout_prob,
-        classifier_dropout=hf_config.classifier_dropout_prob,
-        eps=hf_config.layer_norm_eps,
-        init_std=hf_config.initializer_range,
-    )
+    return AlbertConfig(embedding_size=hf_config.embedding_size, classifier_dropout=hf_config.classifier_dropout_prob,
+                        **encoder_our_kwargs(hf_config))
 
 
 # ----------------------------------------------------------------------------- models

@@ -68,24 +68,45 @@ _LAYER_NAMES = [  # transformers (under encoder.layer.i.) -> ours (under layers.
 # ----------------------------------------------------------------------------- configs
 
 
-def hf_config(config: bert.BertConfig, **extra) -> transformers.PretrainedConfig:
-    """transformers' BertConfig / ErnieConfig with the same network as ours (``extra``: e.g. ``num_labels``)."""
-    kwargs = dict(
+def encoder_hf_kwargs(config, target: str) -> dict:
+    """transformers' settings for what BERT-shaped configs (BERT, ERNIE, ALBERT) name alike."""
+    return dict(
         vocab_size=config.vocab_size,
         hidden_size=config.d_model,
         num_hidden_layers=config.n_layers,
         num_attention_heads=config.n_heads,
         intermediate_size=config.d_ff,
-        hidden_act=translate_activation(ACT_TO_HF, config.act, "transformers' BERT"),
+        hidden_act=translate_activation(ACT_TO_HF, config.act, target),
         hidden_dropout_prob=config.dropout,
         attention_probs_dropout_prob=config.attn_dropout,
         max_position_embeddings=config.max_positions,
         type_vocab_size=config.type_vocab_size,
         initializer_range=config.init_std,
         layer_norm_eps=config.eps,
-        pad_token_id=config.pad_id,
-        **extra,
     )
+
+
+def encoder_our_kwargs(hf_config) -> dict:
+    """Our settings for what transformers' BERT-shaped configs (BERT, ERNIE, ALBERT) name alike."""
+    return dict(
+        vocab_size=hf_config.vocab_size,
+        d_model=hf_config.hidden_size,
+        n_layers=hf_config.num_hidden_layers,
+        n_heads=hf_config.num_attention_heads,
+        d_ff=hf_config.intermediate_size,
+        max_positions=hf_config.max_position_embeddings,
+        type_vocab_size=hf_config.type_vocab_size,
+        act=translate_activation(ACT_FROM_HF, hf_config.hidden_act, f"{type(hf_config).__name__}.hidden_act"),
+        dropout=hf_config.hidden_dropout_prob,
+        attn_dropout=hf_config.attention_probs_dropout_prob,
+        eps=hf_config.layer_norm_eps,
+        init_std=hf_config.initializer_range,
+    )
+
+
+def hf_config(config: bert.BertConfig, **extra) -> transformers.PretrainedConfig:
+    """transformers' BertConfig / ErnieConfig with the same network as ours (``extra``: e.g. ``num_labels``)."""
+    kwargs = dict(**encoder_hf_kwargs(config, "transformers' BERT"), pad_token_id=config.pad_id, **extra)
     if isinstance(config, ernie.ErnieConfig):
         return transformers.ErnieConfig(
             use_task_id=config.use_task_id, task_type_vocab_size=config.task_type_vocab_size, **kwargs
@@ -99,21 +120,7 @@ def _our_config(hf_config: transformers.PretrainedConfig, config_class: type[ber
         raise ConfigError("only the bidirectional encoder converts (is_decoder / add_cross_attention are set)")
     if getattr(hf_config, "position_embedding_type", "absolute") != "absolute":
         raise ConfigError(f"position_embedding_type {hf_config.position_embedding_type!r} is not supported")
-    kwargs = dict(
-        vocab_size=hf_config.vocab_size,
-        d_model=hf_config.hidden_size,
-        n_layers=hf_config.num_hidden_layers,
-        n_heads=hf_config.num_attention_heads,
-        d_ff=hf_config.intermediate_size,
-        max_positions=hf_config.max_position_embeddings,
-        type_vocab_size=hf_config.type_vocab_size,
-        act=translate_activation(ACT_FROM_HF, hf_config.hidden_act, f"{type(hf_config).__name__}.hidden_act"),
-        dropout=hf_config.hidden_dropout_prob,
-        attn_dropout=hf_config.attention_probs_dropout_prob,
-        eps=hf_config.layer_norm_eps,
-        pad_id=hf_config.pad_token_id,
-        init_std=hf_config.initializer_range,
-    )
+    kwargs = dict(**encoder_our_kwargs(hf_config), pad_id=hf_config.pad_token_id)
     if config_class is ernie.ErnieConfig:
         kwargs.update(use_task_id=hf_config.use_task_id, task_type_vocab_size=hf_config.task_type_vocab_size)
     return config_class(**kwargs)
