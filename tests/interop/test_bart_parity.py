@@ -20,7 +20,7 @@ import transformers
 from lmforge.interop._bart import bart_from_hf, bart_to_hf
 from lmforge.models import bart, generation
 from lmforge.models.layers import ConfigError
-from tests.models.test_generation import IDS, MAX_NEW, eval_inputs, trained_bart
+from tests.models.test_generation import IDS, MAX_NEW, eval_inputs, score_sequences, trained_bart
 
 ATOL = 1e-4
 B, S, T, VOCAB, PAD, EOS = 3, 12, 9, 101, 1, 2
@@ -196,8 +196,8 @@ def test_beam_search_matches_transformers(trained, num_beams, length_penalty, ea
     got = generation.generate(ours, *inputs, MAX_NEW, num_beams, length_penalty=length_penalty,
                               early_stopping=early_stopping, **IDS)
     assert torch.equal(got, out.sequences)
-    scores = generation.score_sequences(ours, *inputs, got, eos_token_id=EOS, forced_bos_token_id=0,
-                                        length_penalty=length_penalty)
+    scores = score_sequences(ours, *inputs, got, eos_token_id=EOS, forced_bos_token_id=0,
+                             length_penalty=length_penalty)
     torch.testing.assert_close(scores, out.sequences_scores, atol=1e-4, rtol=1e-4)
     greedy = generation.generate(ours, *inputs, MAX_NEW, 1, **IDS)
     assert not torch.equal(got[:, : greedy.size(1)], greedy)  # the beams changed something: a real comparison

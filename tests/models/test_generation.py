@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from lmforge.models import bart, generation
 
@@ -80,9 +81,30 @@ def inputs():
     return eval_inputs()
 
 
+def score_sequences(model, input_ids, attention_mask, sequences, *, eos_token_id, forced_bos_token_id=None,
+                    length_penalty=1.0):
+    """The beam-search score of generated ``sequences`` (B, T), start token first: summed
+    log-probabilities of the tokens after the start, up to and including the first eos (all of
+    them when there is none), over ``len ** length_penalty``; a forced bos contributes 0. (B,) float32."""
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        memory = model.encode(input_ids, attention_mask)
+        log_probs = F.log_softmax(model.decode(sequences[:, :-1], memory, attention_mask).float(), dim=-1)
+    model.train(was_training)
+    targets = sequences[:, 1:]  # (B, T - 1)
+    token_lp = log_probs.gather(-1, targets[..., None]).squeeze(-1)
+    if forced_bos_token_id is not None:
+        token_lp[:, 0] = torch.where(targets[:, 0] == forced_bos_token_id, 0.0, float("-inf"))
+    is_eos = targets == eos_token_id
+    before_eos = (is_eos.long().cumsum(dim=1) - is_eos.long()) == 0  # up to and including the first eos
+    lengths = before_eos.sum(dim=1)
+    return torch.where(before_eos, token_lp, 0.0).sum(dim=1) / lengths.float() ** length_penalty
+
+
 def scores(model, inputs, sequences, length_penalty=1.0):
-    return generation.score_sequences(model, *inputs, sequences, eos_token_id=EOS, forced_bos_token_id=BOS,
-                                      length_penalty=length_penalty)
+    return score_sequences(model, *inputs, sequences, eos_token_id=EOS, forced_bos_token_id=BOS,
+                           length_penalty=length_penalty)
 
 
 def check_well_formed(out: torch.Tensor, max_new_tokens: int = MAX_NEW) -> None:

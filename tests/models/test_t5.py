@@ -7,8 +7,9 @@ import math
 
 import pytest
 import torch
+import transformers
 
-from lmforge.interop._t5 import hf_t5_model
+from lmforge.interop._t5 import t5_hf_config, untie_lm_head
 from lmforge.models import t5
 from lmforge.models.layers import ConfigError, count_parameters
 
@@ -267,6 +268,15 @@ def test_training_steps_reduce_the_loss():
         opt.zero_grad()
         losses.append(out.loss.item())
     assert losses[-1] < losses[0] - 1.0
+
+
+def hf_t5_model(config: t5.T5Config, head: str = "T5ForConditionalGeneration", **extra):
+    """A freshly initialised transformers model with the same network as ours (an untied
+    ``lm_head`` untied there too)."""
+    hf = getattr(transformers, head)(t5_hf_config(config, **extra))
+    if head == "T5ForConditionalGeneration" and not config.tie_word_embeddings:
+        untie_lm_head(hf)
+    return hf
 
 
 @pytest.mark.parametrize("name", sorted(t5.PRESETS))

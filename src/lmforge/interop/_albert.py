@@ -12,56 +12,57 @@ The released configs call the tanh GELU "gelu_new"; we call it "gelu_tanh".
 
 from __future__ import annotations
 
-import torch
 import transformers
 from torch import nn
 
 from ..models.albert import AlbertConfig, AlbertForMaskedLM, AlbertForPreTraining, AlbertForSequenceClassification
 from ..models.layers import ConfigError
+from ._bert import encoder_hf_kwargs, encoder_our_kwargs
+from .common import (
+    held_by,
+    hf_class,
+    like,
+    load_into_hf,
+    our_class,
+    state_from_hf,
+    tensor_names,
+)
 
 AlbertHead = AlbertForPreTraining | AlbertForMaskedLM | AlbertForSequenceClassification
 
-_ACT_TO_HF = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu"}
-_ACT_FROM_HF = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}
-
 _LAYER = "albert.encoder.albert_layer_groups.0.albert_layers.0."
-# our module -> transformers' module (each with .weight and .bias unless an embedding)
-_MODULES = {
-    "albert.embeddings.norm": "albert.embeddings.LayerNorm",
-    "albert.project": "albert.encoder.embedding_hidden_mapping_in",
-    "albert.block.attn.q": _LAYER + "attention.query",
-    "albert.block.attn.k": _LAYER + "attention.key",
-    "albert.block.attn.v": _LAYER + "attention.value",
-    "albert.block.attn.out": _LAYER + "attention.dense",
-    "albert.block.norm1": _LAYER + "attention.LayerNorm",
-    "albert.block.ffn.fc1": _LAYER + "ffn",
-    "albert.block.ffn.fc2": _LAYER + "ffn_output",
-    "albert.block.norm2": _LAYER + "full_layer_layer_norm",
+# transformers' name -> ours, for every tensor of every head (the modules with .weight and .bias)
+_NAMES = {
+    "albert.embeddings.word_embeddings.weight": "albert.embeddings.word.weight",
+    "albert.embeddings.position_embeddings.weight": "albert.embeddings.position.weight",
+    "albert.embeddings.token_type_embeddings.weight": "albert.embeddings.token_type.weight",
+    "predictions.bias": "mlm.bias",
+} | tensor_names({
+    "albert.embeddings.LayerNorm": "albert.embeddings.norm",
+    "albert.encoder.embedding_hidden_mapping_in": "albert.project",
+    _LAYER + "attention.query": "albert.block.attn.q",
+    _LAYER + "attention.key": "albert.block.attn.k",
+    _LAYER + "attention.value": "albert.block.attn.v",
+    _LAYER + "attention.dense": "albert.block.attn.out",
+    _LAYER + "attention.LayerNorm": "albert.block.norm1",
+    _LAYER + "ffn": "albert.block.ffn.fc1",
+    _LAYER + "ffn_output": "albert.block.ffn.fc2",
+    _LAYER + "full_layer_layer_norm": "albert.block.norm2",
     "albert.pooler": "albert.pooler",
-    "mlm.dense": "predictions.dense",
-    "mlm.norm": "predictions.LayerNorm",
-    "sop": "sop_classifier.classifier",
+    "predictions.dense": "mlm.dense",
+    "predictions.LayerNorm": "mlm.norm",
+    "sop_classifier.classifier": "sop",
     "classifier": "classifier",
-}
-_TENSORS = {
-    "albert.embeddings.word.weight": "albert.embeddings.word_embeddings.weight",
-    "albert.embeddings.position.weight": "albert.embeddings.position_embeddings.weight",
-    "albert.embeddings.token_type.weight": "albert.embeddings.token_type_embeddings.weight",
-    "mlm.bias": "predictions.bias",
-}
-_NAMES = _TENSORS | {f"{m}.{p}": f"{t}.{p}" for m, t in _MODULES.items() for p in ("weight", "bias")}
+})
+# transformers' tied copies of the MLM output layer: name -> the tensor it repeats
+_TIED = {"predictions.decoder.weight": "albert.embeddings.word_embeddings.weight",
+         "predictions.decoder.bias": "predictions.bias"}
 
 _CLASSES = {
-    AlbertForPreTraining: transformers.AlbertForPreTraining,
-    AlbertForMaskedLM: transformers.AlbertForMaskedLM,
-    AlbertForSequenceClassification: transformers.AlbertForSequenceClassification,
+    AlbertForPreTraining: "AlbertForPreTraining",
+    AlbertForMaskedLM: "AlbertForMaskedLM",
+    AlbertForSequenceClassification: "AlbertForSequenceClassification",
 }
-
-
-def _translate(table: dict[str, str], act: str, target: str) -> str:
-    if act not in table:
-        raise ConfigError(f"activation {act!r} has no counterpart in {target}; supported: {sorted(table)}")
-    return table[act]
 
 
 # ----------------------------------------------------------------------------- configs
@@ -71,23 +72,12 @@ def albert_config_to_hf(config: AlbertConfig, num_labels: int = 2, **token_ids: 
     """A transformers ``AlbertConfig`` for ``config``; ``num_labels`` is the classifier's width
     (2 for pretraining: transformers sizes the SOP layer with it). ``token_ids``: ``pad_token_id``, ``bos_token_id``, ``eos_token_id`` (None unless given)."""
     return transformers.AlbertConfig(
-        vocab_size=config.vocab_size,
         embedding_size=config.embedding_size,
-        hidden_size=config.d_model,
-        num_hidden_layers=config.n_layers,
         num_hidden_groups=1,
         inner_group_num=1,
-        num_attention_heads=config.n_heads,
-        intermediate_size=config.d_ff,
-        hidden_act=_translate(_ACT_TO_HF, config.act, "transformers' ALBERT"),
-        hidden_dropout_prob=config.dropout,
-        attention_probs_dropout_prob=config.attn_dropout,
         classifier_dropout_prob=config.classifier_dropout,
-        max_position_embeddings=config.max_positions,
-        type_vocab_size=config.type_vocab_size,
-        initializer_range=config.init_std,
-        layer_norm_eps=config.eps,
         num_labels=num_labels,
+        **encoder_hf_kwargs(config, "transformers' ALBERT"),
         **{"pad_token_id": None, "bos_token_id": None, "eos_token_id": None, **token_ids},
     )
 
@@ -102,22 +92,8 @@ def albert_config_from_hf(hf_config: transformers.AlbertConfig) -> AlbertConfig:
         )
     if not hf_config.tie_word_embeddings:
         raise ConfigError("AlbertConfig.tie_word_embeddings=False is not supported")
-    return AlbertConfig(
-        vocab_size=hf_config.vocab_size,
-        embedding_size=hf_config.embedding_size,
-        d_model=hf_config.hidden_size,
-        n_layers=hf_config.num_hidden_layers,
-        n_heads=hf_config.num_attention_heads,
-        d_ff=hf_config.intermediate_size,
-        act=_translate(_ACT_FROM_HF, hf_config.hidden_act, "lmforge"),
-        max_positions=hf_config.max_position_embeddings,
-        type_vocab_size=hf_config.type_vocab_size,
-        dropout=hf_config.hidden_dropout_prob,
-        attn_dropout=hf_config.attention_probs_dropout_prob,
-        classifier_dropout=hf_config.classifier_dropout_prob,
-        eps=hf_config.layer_norm_eps,
-        init_std=hf_config.initializer_range,
-    )
+    return AlbertConfig(embedding_size=hf_config.embedding_size, classifier_dropout=hf_config.classifier_dropout_prob,
+                        **encoder_our_kwargs(hf_config))
 
 
 # ----------------------------------------------------------------------------- models
@@ -125,25 +101,17 @@ def albert_config_from_hf(hf_config: transformers.AlbertConfig) -> AlbertConfig:
 
 def albert_to_hf(model: AlbertHead, **token_ids: int | None) -> nn.Module:
     """Our ALBERT head -> the transformers class of the same name, with the same weights."""
-    hf_class = _CLASSES.get(type(model))
-    if hf_class is None:
-        raise TypeError(f"cannot export {type(model).__name__}; supported: {[c.__name__ for c in _CLASSES]}")
+    hf_cls = hf_class(model, _CLASSES)
     num_labels = getattr(model, "num_labels", 2)  # for pretraining: the SOP layer's width
-    hf = hf_class(albert_config_to_hf(model.config, num_labels, **token_ids))
-    state = {_NAMES[k]: v for k, v in model.state_dict().items()}
-    if "predictions.bias" in state:  # the tied decoder, stored by transformers under its own names too
-        state["predictions.decoder.weight"] = state["albert.embeddings.word_embeddings.weight"]
-        state["predictions.decoder.bias"] = state["predictions.bias"]
-    hf.load_state_dict(state, strict=True)
-    return hf.to(model.albert.embeddings.word.weight.dtype).train(model.training)
+    hf = hf_cls(albert_config_to_hf(model.config, num_labels, **token_ids))
+    load_into_hf(hf, model.state_dict(), held_by(_NAMES, model), _TIED, f"{type(model).__name__} -> {hf_cls.__name__}")
+    return like(hf, model)
 
 
 def albert_from_hf(hf_model: nn.Module) -> AlbertHead:
     """A transformers ``AlbertForPreTraining`` / ``AlbertForMaskedLM`` /
     ``AlbertForSequenceClassification`` -> ours, with the same weights."""
-    ours_class = next((ours for ours, theirs in _CLASSES.items() if isinstance(hf_model, theirs)), None)
-    if ours_class is None:
-        raise TypeError(f"cannot import {type(hf_model).__name__}; supported: {[c.__name__ for c in _CLASSES.values()]}")
+    ours_class = our_class(hf_model, _CLASSES)
     config = albert_config_from_hf(hf_model.config)
     if ours_class is AlbertForPreTraining and hf_model.config.num_labels != 2:
         raise ConfigError(f"the SOP layer must be 2 wide (num_labels=2), got num_labels={hf_model.config.num_labels}")
@@ -151,12 +119,7 @@ def albert_from_hf(hf_model: nn.Module) -> AlbertHead:
         model = ours_class(config, num_labels=hf_model.config.num_labels)
     else:
         model = ours_class(config)
-    theirs = hf_model.state_dict()
-    if "predictions.decoder.weight" in theirs:
-        decoder_weight, decoder_bias = theirs.pop("predictions.decoder.weight"), theirs.pop("predictions.decoder.bias")
-        if not (torch.equal(decoder_weight, theirs["albert.embeddings.word_embeddings.weight"])
-                and torch.equal(decoder_bias, theirs["predictions.bias"])):
-            raise ConfigError("predictions.decoder differs from the word embedding / predictions.bias: untied heads are not supported")
-    names = {t: m for m, t in _NAMES.items()}
-    model.load_state_dict({names[k]: v for k, v in theirs.items()}, strict=True)
-    return model.to(hf_model.dtype).train(hf_model.training)
+    state = state_from_hf(hf_model.state_dict(), held_by(_NAMES, model), _TIED,
+                          f"{type(hf_model).__name__} -> {ours_class.__name__}")
+    model.load_state_dict(state, strict=True)
+    return like(model, hf_model)

@@ -21,15 +21,26 @@ transformers' BART), an activation we do not have, multi-label classification.
 
 from __future__ import annotations
 
-import torch
 import transformers
 from torch import nn
 
 from ..models import bart
 from ..models.layers import ConfigError
+from .common import (
+    ACT_FROM_HF,
+    ACT_TO_HF,
+    check_single_label,
+    classifier_settings,
+    held_by,
+    hf_class,
+    like,
+    load_into_hf,
+    our_class,
+    state_from_hf,
+    tensor_names,
+    translate_activation,
+)
 
-_ACT_TO_HF = {"gelu": "gelu", "relu": "relu", "gelu_tanh": "gelu_new"}
-_ACT_FROM_HF = {"gelu": "gelu", "relu": "relu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}
 _HF_EPS = 1e-5  # transformers' BART builds nn.LayerNorm(d_model) with the default epsilon
 
 _CLASSES = {
@@ -38,7 +49,8 @@ _CLASSES = {
 }
 
 # transformers' tied copies of model.shared.weight
-_TIED = ("model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight", "lm_head.weight")
+_TIED = {copy: "model.shared.weight"
+         for copy in ("model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight", "lm_head.weight")}
 
 _ENCODER_LAYER = [  # transformers (under model.encoder.layers.i.) -> ours (under bart.encoder.layers.i.)
     ("self_attn.q_proj", "attn.q"), ("self_attn.k_proj", "attn.k"), ("self_attn.v_proj", "attn.v"),
@@ -58,7 +70,8 @@ _DECODER_LAYER = [  # transformers (under model.decoder.layers.i.) -> ours (unde
 # ----------------------------------------------------------------------------- configs
 
 
-def _hf_config(config: bart.BartConfig, **extra) -> transformers.BartConfig:
+def hf_config(config: bart.BartConfig, **extra) -> transformers.BartConfig:
+    """transformers' BartConfig for ours (``extra``: e.g. ``num_labels``)."""
     if config.eps != _HF_EPS:
         raise ConfigError(f"transformers' BART has LayerNorm epsilon {_HF_EPS}; this model has {config.eps}")
     return transformers.BartConfig(
@@ -73,7 +86,7 @@ def _hf_config(config: bart.BartConfig, **extra) -> transformers.BartConfig:
         decoder_ffn_dim=config.d_ff,
         encoder_layerdrop=0.0,
         decoder_layerdrop=0.0,
-        activation_function=_ACT_TO_HF[config.act],
+        activation_function=translate_activation(ACT_TO_HF, config.act, "transformers' BART"),
         dropout=config.dropout,
         attention_dropout=config.attn_dropout,
         activation_dropout=config.act_dropout,
@@ -97,9 +110,6 @@ def _our_config(hf: transformers.BartConfig) -> bart.BartConfig:
     if hf.encoder_layerdrop or hf.decoder_layerdrop:
         raise ConfigError(f"LayerDrop is not supported (encoder_layerdrop {hf.encoder_layerdrop}, "
                           f"decoder_layerdrop {hf.decoder_layerdrop})")
-    if hf.activation_function not in _ACT_FROM_HF:
-        raise ConfigError(f"activation_function {hf.activation_function!r} has no equivalent; "
-                          f"known: {sorted(_ACT_FROM_HF)}")
     if not hf.tie_word_embeddings:
         raise ConfigError("the output layer must be tied to the shared embedding (tie_word_embeddings)")
     return bart.BartConfig(
@@ -110,7 +120,7 @@ def _our_config(hf: transformers.BartConfig) -> bart.BartConfig:
         n_heads=hf.encoder_attention_heads,
         d_ff=hf.encoder_ffn_dim,
         max_positions=hf.max_position_embeddings,
-        act=_ACT_FROM_HF[hf.activation_function],
+        act=translate_activation(ACT_FROM_HF, hf.activation_function, "BartConfig.activation_function"),
         dropout=float(hf.dropout),
         attn_dropout=float(hf.attention_dropout),
         act_dropout=float(hf.activation_dropout),
@@ -145,80 +155,38 @@ def _name_map(model: nn.Module) -> dict[str, str]:
     for i in range(c.decoder_layers):
         for theirs, ours in _DECODER_LAYER:
             pairs[f"model.decoder.layers.{i}.{theirs}"] = f"bart.decoder.layers.{i}.{ours}"
-    mapping = {"final_logits_bias": "final_logits_bias"}
-    for theirs, ours in pairs.items():
-        for p in ("weight", "bias"):
-            mapping[f"{theirs}.{p}"] = f"{ours}.{p}"
-    ours = model.state_dict()
-    return {theirs: name for theirs, name in mapping.items() if name in ours}
-
-
-def _check_same_keys(expected: set[str], got: set[str], what: str) -> None:
-    if expected != got:
-        raise ConfigError(f"{what}: state dicts differ; missing {sorted(expected - got)}, "
-                          f"unexpected {sorted(got - expected)}")
+    return held_by({"final_logits_bias": "final_logits_bias"} | tensor_names(pairs), model)
 
 
 # ----------------------------------------------------------------------------- public
 
 
-def hf_config(config: bart.BartConfig, **extra) -> transformers.BartConfig:
-    """transformers' BartConfig for ours (``extra``: e.g. ``num_labels``)."""
-    return _hf_config(config, **extra)
-
-
 def bart_to_hf(model: nn.Module) -> transformers.PreTrainedModel:
     """Our BartForConditionalGeneration / BartForSequenceClassification -> transformers' same head, same weights."""
-    if type(model) not in _CLASSES:
-        known = [c.__name__ for c in _CLASSES]
-        raise TypeError(f"no transformers equivalent for {type(model).__name__}; known: {known}")
-    extra = {}
-    if isinstance(model, bart.BartForSequenceClassification):
-        extra = dict(num_labels=model.num_labels, classifier_dropout=model.classifier_dropout)
-        if model.num_labels == 1:
-            extra["problem_type"] = "regression"
-    hf_cls = getattr(transformers, _CLASSES[type(model)])
-    hf = hf_cls(_hf_config(model.config, **extra))
-
+    hf_cls = hf_class(model, _CLASSES)
+    extra = classifier_settings(model) if isinstance(model, bart.BartForSequenceClassification) else {}
+    hf = hf_cls(hf_config(model.config, **extra))
     ours = model.state_dict()
-    state = {theirs: ours[name] for theirs, name in _name_map(model).items()}
-    if "final_logits_bias" in state:
-        state["final_logits_bias"] = state["final_logits_bias"].reshape(1, -1)
-    for copy in _TIED:
-        if copy in hf.state_dict():
-            state[copy] = state["model.shared.weight"]
-    _check_same_keys(set(hf.state_dict()), set(state), f"{type(model).__name__} -> {hf_cls.__name__}")
-    hf.load_state_dict(state, strict=True)
-    hf.to(next(model.parameters()).dtype)
-    return hf.train(model.training)
+    if "final_logits_bias" in ours:  # (V,) here, (1, V) there
+        ours["final_logits_bias"] = ours["final_logits_bias"].reshape(1, -1)
+    load_into_hf(hf, ours, _name_map(model), _TIED, f"{type(model).__name__} -> {hf_cls.__name__}")
+    return like(hf, model)
 
 
 def bart_from_hf(hf_model: transformers.PreTrainedModel) -> nn.Module:
     """transformers' BartForConditionalGeneration / BartForSequenceClassification -> ours, same weights."""
-    by_name = {name: ours for ours, name in _CLASSES.items()}
-    name = type(hf_model).__name__
-    if name not in by_name:
-        raise TypeError(f"cannot convert {name}; known: {sorted(by_name)}")
+    our_cls = our_class(hf_model, _CLASSES)
     hf_config_ = hf_model.config
     config = _our_config(hf_config_)
-    if name == "BartForSequenceClassification":
-        if hf_config_.problem_type == "multi_label_classification":
-            raise ConfigError("multi-label classification (problem_type) is not supported")
-        model = bart.BartForSequenceClassification(config, num_labels=hf_config_.num_labels,
-                                                   classifier_dropout=float(hf_config_.classifier_dropout or 0.0))
+    if our_cls is bart.BartForSequenceClassification:
+        check_single_label(hf_config_)
+        model = our_cls(config, num_labels=hf_config_.num_labels,
+                        classifier_dropout=float(hf_config_.classifier_dropout or 0.0))
     else:
-        model = bart.BartForConditionalGeneration(config)
-
-    theirs = hf_model.state_dict()
-    mapping = _name_map(model)
-    tied = [k for k in _TIED if k in theirs]
-    for copy in tied:  # a copy that is not the same tensor cannot be held once
-        if not torch.equal(theirs[copy], theirs["model.shared.weight"]):
-            raise ConfigError(f"{copy} differs from model.shared.weight: untied weights do not convert")
-    _check_same_keys(set(mapping) | set(tied), set(theirs), f"{name} -> {type(model).__name__}")
-    state = {ours: theirs[t] for t, ours in mapping.items()}
-    if "final_logits_bias" in state:
+        model = our_cls(config)
+    state = state_from_hf(hf_model.state_dict(), _name_map(model), _TIED,
+                          f"{type(hf_model).__name__} -> {our_cls.__name__}")
+    if "final_logits_bias" in state:  # (1, V) there, (V,) here
         state["final_logits_bias"] = state["final_logits_bias"].reshape(-1)
     model.load_state_dict(state, strict=True)
-    model.to(next(hf_model.parameters()).dtype)
-    return model.train(hf_model.training)
+    return like(model, hf_model)

@@ -19,16 +19,25 @@ multi-label classifier.
 
 from __future__ import annotations
 
-import torch
 import transformers
 from torch import nn
 
 from ..models import bert, ernie
 from ..models.layers import ConfigError
-
-# ours -> transformers' hidden_act; transformers' "gelu" is the exact (erf) GELU, "gelu_new" the tanh one
-_ACT_TO_HF = {"gelu": "gelu", "relu": "relu", "gelu_tanh": "gelu_new"}
-_ACT_FROM_HF = {"gelu": "gelu", "relu": "relu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}
+from .common import (
+    ACT_FROM_HF,
+    ACT_TO_HF,
+    check_single_label,
+    classifier_settings,
+    held_by,
+    hf_class,
+    like,
+    load_into_hf,
+    our_class,
+    state_from_hf,
+    tensor_names,
+    translate_activation,
+)
 
 # ours -> transformers, per family; exact types (ERNIE's classes subclass BERT's)
 _BERT_CLASSES = {
@@ -42,12 +51,6 @@ _ERNIE_CLASSES = {
     ernie.ErnieForPreTraining: "ErnieForPreTraining",
     ernie.ErnieForMaskedLM: "ErnieForMaskedLM",
     ernie.ErnieForSequenceClassification: "ErnieForSequenceClassification",
-}
-
-# transformers' tied copies: name -> the name whose tensor it is
-_TIED = {
-    "cls.predictions.decoder.weight": "{p}embeddings.word_embeddings.weight",
-    "cls.predictions.decoder.bias": "cls.predictions.bias",
 }
 
 _LAYER_NAMES = [  # transformers (under encoder.layer.i.) -> ours (under layers.i.)
@@ -65,24 +68,45 @@ _LAYER_NAMES = [  # transformers (under encoder.layer.i.) -> ours (under layers.
 # ----------------------------------------------------------------------------- configs
 
 
-def _hf_config(config: bert.BertConfig, **extra) -> transformers.PretrainedConfig:
-    """transformers' BertConfig / ErnieConfig with the same network as ours."""
-    kwargs = dict(
+def encoder_hf_kwargs(config, target: str) -> dict:
+    """transformers' settings for what BERT-shaped configs (BERT, ERNIE, ALBERT) name alike."""
+    return dict(
         vocab_size=config.vocab_size,
         hidden_size=config.d_model,
         num_hidden_layers=config.n_layers,
         num_attention_heads=config.n_heads,
         intermediate_size=config.d_ff,
-        hidden_act=_ACT_TO_HF[config.act],
+        hidden_act=translate_activation(ACT_TO_HF, config.act, target),
         hidden_dropout_prob=config.dropout,
         attention_probs_dropout_prob=config.attn_dropout,
         max_position_embeddings=config.max_positions,
         type_vocab_size=config.type_vocab_size,
         initializer_range=config.init_std,
         layer_norm_eps=config.eps,
-        pad_token_id=config.pad_id,
-        **extra,
     )
+
+
+def encoder_our_kwargs(hf_config) -> dict:
+    """Our settings for what transformers' BERT-shaped configs (BERT, ERNIE, ALBERT) name alike."""
+    return dict(
+        vocab_size=hf_config.vocab_size,
+        d_model=hf_config.hidden_size,
+        n_layers=hf_config.num_hidden_layers,
+        n_heads=hf_config.num_attention_heads,
+        d_ff=hf_config.intermediate_size,
+        max_positions=hf_config.max_position_embeddings,
+        type_vocab_size=hf_config.type_vocab_size,
+        act=translate_activation(ACT_FROM_HF, hf_config.hidden_act, f"{type(hf_config).__name__}.hidden_act"),
+        dropout=hf_config.hidden_dropout_prob,
+        attn_dropout=hf_config.attention_probs_dropout_prob,
+        eps=hf_config.layer_norm_eps,
+        init_std=hf_config.initializer_range,
+    )
+
+
+def hf_config(config: bert.BertConfig, **extra) -> transformers.PretrainedConfig:
+    """transformers' BertConfig / ErnieConfig with the same network as ours (``extra``: e.g. ``num_labels``)."""
+    kwargs = dict(**encoder_hf_kwargs(config, "transformers' BERT"), pad_token_id=config.pad_id, **extra)
     if isinstance(config, ernie.ErnieConfig):
         return transformers.ErnieConfig(
             use_task_id=config.use_task_id, task_type_vocab_size=config.task_type_vocab_size, **kwargs
@@ -96,23 +120,7 @@ def _our_config(hf_config: transformers.PretrainedConfig, config_class: type[ber
         raise ConfigError("only the bidirectional encoder converts (is_decoder / add_cross_attention are set)")
     if getattr(hf_config, "position_embedding_type", "absolute") != "absolute":
         raise ConfigError(f"position_embedding_type {hf_config.position_embedding_type!r} is not supported")
-    if hf_config.hidden_act not in _ACT_FROM_HF:
-        raise ConfigError(f"hidden_act {hf_config.hidden_act!r} has no equivalent; known: {sorted(_ACT_FROM_HF)}")
-    kwargs = dict(
-        vocab_size=hf_config.vocab_size,
-        d_model=hf_config.hidden_size,
-        n_layers=hf_config.num_hidden_layers,
-        n_heads=hf_config.num_attention_heads,
-        d_ff=hf_config.intermediate_size,
-        max_positions=hf_config.max_position_embeddings,
-        type_vocab_size=hf_config.type_vocab_size,
-        act=_ACT_FROM_HF[hf_config.hidden_act],
-        dropout=hf_config.hidden_dropout_prob,
-        attn_dropout=hf_config.attention_probs_dropout_prob,
-        eps=hf_config.layer_norm_eps,
-        pad_id=hf_config.pad_token_id,
-        init_std=hf_config.initializer_range,
-    )
+    kwargs = dict(**encoder_our_kwargs(hf_config), pad_id=hf_config.pad_token_id)
     if config_class is ernie.ErnieConfig:
         kwargs.update(use_task_id=hf_config.use_task_id, task_type_vocab_size=hf_config.task_type_vocab_size)
     return config_class(**kwargs)
@@ -138,88 +146,49 @@ def _name_map(model: nn.Module, hf_prefix: str) -> dict[str, str]:
     for i in range(n_layers):
         for theirs, ours in _LAYER_NAMES:
             pairs[f"encoder.layer.{i}.{theirs}"] = f"layers.{i}.{ours}"
-    mapping = {}
-    for theirs, ours in pairs.items():
-        for p in ("weight", "bias"):
-            mapping[f"{theirs_enc}{theirs}.{p}"] = f"{ours_enc}{ours}.{p}"
+    names = {f"{theirs_enc}{theirs}": f"{ours_enc}{ours}" for theirs, ours in tensor_names(pairs).items()}
     if not bare:  # the heads
-        for theirs, ours in [("cls.predictions.transform.dense", "mlm.dense"),
-                             ("cls.predictions.transform.LayerNorm", "mlm.norm"),
-                             ("cls.seq_relationship", "nsp"), ("classifier", "classifier")]:
-            for p in ("weight", "bias"):
-                mapping[f"{theirs}.{p}"] = f"{ours}.{p}"
-        mapping["cls.predictions.bias"] = "mlm.bias"
-    ours = model.state_dict()
-    return {theirs: name for theirs, name in mapping.items() if name in ours}
+        names |= tensor_names({"cls.predictions.transform.dense": "mlm.dense",
+                               "cls.predictions.transform.LayerNorm": "mlm.norm",
+                               "cls.seq_relationship": "nsp", "classifier": "classifier"})
+        names["cls.predictions.bias"] = "mlm.bias"
+    return held_by(names, model)
 
 
-def _tied(hf_prefix: str, bare: bool) -> dict[str, str]:
-    return {k: v.format(p="" if bare else f"{hf_prefix}.") for k, v in _TIED.items()}
-
-
-def _check_same_keys(expected: set[str], got: set[str], what: str) -> None:
-    if expected != got:
-        raise ConfigError(f"{what}: state dicts differ; missing {sorted(expected - got)}, "
-                          f"unexpected {sorted(got - expected)}")
+def _tied(hf_prefix: str) -> dict[str, str]:
+    """transformers' tied copies of the MLM output layer (in the heads that have one): name -> its source."""
+    return {"cls.predictions.decoder.weight": f"{hf_prefix}.embeddings.word_embeddings.weight",
+            "cls.predictions.decoder.bias": "cls.predictions.bias"}
 
 
 def _to_hf(model: nn.Module, classes: dict[type, str], hf_prefix: str) -> transformers.PreTrainedModel:
-    if type(model) not in classes:
-        known = [c.__name__ for c in classes]
-        raise TypeError(f"no transformers equivalent for {type(model).__name__}; known: {known}")
-    bare = isinstance(model, bert.BertModel)
-    config = model.config
-    extra = {}
-    if isinstance(model, bert.BertForSequenceClassification):
-        extra = dict(num_labels=model.num_labels, classifier_dropout=model.classifier_dropout)
-        if model.num_labels == 1:
-            extra["problem_type"] = "regression"
-    hf_cls = getattr(transformers, classes[type(model)])
-    hf_kwargs = {"add_pooling_layer": model.pooler is not None} if bare else {}
-    hf = hf_cls(_hf_config(config, **extra), **hf_kwargs)
-
-    ours = model.state_dict()
-    state = {theirs: ours[name] for theirs, name in _name_map(model, hf_prefix).items()}
-    for copy, source in _tied(hf_prefix, bare).items():
-        if copy in hf.state_dict():
-            state[copy] = state[source]
-    _check_same_keys(set(hf.state_dict()), set(state), f"{type(model).__name__} -> {hf_cls.__name__}")
-    hf.load_state_dict(state, strict=True)
-    hf.to(next(model.parameters()).dtype)
-    return hf.train(model.training)
+    hf_cls = hf_class(model, classes)
+    extra = classifier_settings(model) if isinstance(model, bert.BertForSequenceClassification) else {}
+    hf_kwargs = {"add_pooling_layer": model.pooler is not None} if isinstance(model, bert.BertModel) else {}
+    hf = hf_cls(hf_config(model.config, **extra), **hf_kwargs)
+    load_into_hf(hf, model.state_dict(), _name_map(model, hf_prefix), _tied(hf_prefix),
+                 f"{type(model).__name__} -> {hf_cls.__name__}")
+    return like(hf, model)
 
 
 def _from_hf(hf: transformers.PreTrainedModel, classes: dict[type, str], hf_prefix: str,
              config_class: type[bert.BertConfig]) -> nn.Module:
-    by_name = {name: ours for ours, name in classes.items()}
+    our_cls = our_class(hf, classes)
     name = type(hf).__name__
-    if name not in by_name:
-        raise TypeError(f"cannot convert {name}; known: {sorted(by_name)}")
-    our_cls = by_name[name]
     hf_config = hf.config
     config = _our_config(hf_config, config_class)
     if name.endswith("Model"):
         model = our_cls(config, pooler=hf.pooler is not None)
     elif name.endswith("SequenceClassification"):
-        if hf_config.problem_type == "multi_label_classification":
-            raise ConfigError("multi-label classification (problem_type) is not supported")
+        check_single_label(hf_config)
         model = our_cls(config, num_labels=hf_config.num_labels, classifier_dropout=hf_config.classifier_dropout)
     else:
         if not hf_config.tie_word_embeddings:
             raise ConfigError("the MLM output layer must be tied to the word embeddings (tie_word_embeddings)")
         model = our_cls(config)
-
-    bare = isinstance(model, bert.BertModel)
-    theirs = hf.state_dict()
-    mapping = _name_map(model, hf_prefix)
-    tied = {k: v for k, v in _tied(hf_prefix, bare).items() if k in theirs}
-    for copy, source in tied.items():  # a copy that is not the same tensor cannot be held once
-        if not torch.equal(theirs[copy], theirs[source]):
-            raise ConfigError(f"{copy} differs from {source}: untied weights do not convert")
-    _check_same_keys(set(mapping) | set(tied), set(theirs), f"{name} -> {our_cls.__name__}")
-    model.load_state_dict({ours: theirs[t] for t, ours in mapping.items()}, strict=True)
-    model.to(next(hf.parameters()).dtype)
-    return model.train(hf.training)
+    state = state_from_hf(hf.state_dict(), _name_map(model, hf_prefix), _tied(hf_prefix), f"{name} -> {our_cls.__name__}")
+    model.load_state_dict(state, strict=True)
+    return like(model, hf)
 
 
 # ----------------------------------------------------------------------------- public
@@ -245,8 +214,3 @@ def ernie_from_hf(hf_model: transformers.PreTrainedModel) -> nn.Module:
     """transformers' ErnieModel / ErnieForPreTraining / ErnieForMaskedLM /
     ErnieForSequenceClassification -> ours, same weights."""
     return _from_hf(hf_model, _ERNIE_CLASSES, "ernie", ernie.ErnieConfig)
-
-
-def hf_config(config: bert.BertConfig, **extra) -> transformers.PretrainedConfig:
-    """transformers' config for our BERT / ERNIE config (``extra``: e.g. ``num_labels``)."""
-    return _hf_config(config, **extra)

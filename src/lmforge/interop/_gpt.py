@@ -18,7 +18,7 @@ find that token through ``pad_token_id``, so pass it when exporting a classifier
 take their defaults on import (outputs in eval mode are unaffected).
 
 transformers' OpenAI GPT calls the tanh approximation of GELU "gelu" (its ``ACT_FNS["gelu"]``
-is ``gelu_new``); GPT-2 calls it "gelu_new". The tables below translate.
+is ``gelu_new``); GPT-2 calls it "gelu_new", as BERT does (the shared tables in common.py).
 """
 
 from __future__ import annotations
@@ -29,37 +29,25 @@ from torch import nn
 
 from ..models.gpt import GPTConfig, GPTForSequenceClassification, GPTLMHeadModel
 from ..models.layers import ConfigError
+from .common import ACT_FROM_HF, ACT_TO_HF, hf_class, like, our_class, translate_activation
 
 GPTHead = GPTLMHeadModel | GPTForSequenceClassification
 
-_ACT_TO_GPT2 = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu"}
-_ACT_FROM_GPT2 = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}
 _ACT_TO_OPENAI = {"gelu_tanh": "gelu", "relu": "relu"}
 _ACT_FROM_OPENAI = {"gelu": "gelu_tanh", "relu": "relu"}
-
-
-def _translate(table: dict[str, str], act: str, target: str) -> str:
-    if act not in table:
-        raise ConfigError(f"activation {act!r} has no counterpart in {target}; supported: {sorted(table)}")
-    return table[act]
 
 
 # ----------------------------------------------------------------------------- configs
 
 
-def gpt2_config_to_hf(config: GPTConfig, num_labels: int = 2, **token_ids: int | None) -> transformers.GPT2Config:
-    """A ``GPT2Config`` for ``config`` (which must be GPT-2 shaped: ``norm_first=True``).
-    ``token_ids``: ``bos_token_id``, ``eos_token_id``, ``pad_token_id`` (None unless given)."""
-    if not config.norm_first:
-        raise ConfigError("GPT-2 in transformers is pre-LN: export a norm_first=False (GPT-1) model with openai_gpt_to_hf")
-    return transformers.GPT2Config(
+def _hf_kwargs(config: GPTConfig, num_labels: int, token_ids: dict) -> dict:
+    """What ``GPT2Config`` and ``OpenAIGPTConfig`` name alike."""
+    return dict(
         vocab_size=config.vocab_size,
         n_positions=config.n_positions,
         n_embd=config.d_model,
         n_layer=config.n_layers,
         n_head=config.n_heads,
-        n_inner=config.d_ff,
-        activation_function=_translate(_ACT_TO_GPT2, config.act, "GPT-2"),
         resid_pdrop=config.dropout,
         embd_pdrop=config.embd_dropout,
         attn_pdrop=config.attn_dropout,
@@ -68,6 +56,32 @@ def gpt2_config_to_hf(config: GPTConfig, num_labels: int = 2, **token_ids: int |
         num_labels=num_labels,
         **{"bos_token_id": None, "eos_token_id": None, "pad_token_id": None, **token_ids},
     )
+
+
+def _our_kwargs(hf_config) -> dict:
+    """Our ``GPTConfig`` settings that ``GPT2Config`` and ``OpenAIGPTConfig`` name alike."""
+    return dict(
+        vocab_size=hf_config.vocab_size,
+        n_positions=hf_config.n_positions,
+        d_model=hf_config.n_embd,
+        n_layers=hf_config.n_layer,
+        n_heads=hf_config.n_head,
+        dropout=hf_config.resid_pdrop,
+        attn_dropout=hf_config.attn_pdrop,
+        embd_dropout=hf_config.embd_pdrop,
+        eps=hf_config.layer_norm_epsilon,
+        init_std=hf_config.initializer_range,
+    )
+
+
+def gpt2_config_to_hf(config: GPTConfig, num_labels: int = 2, **token_ids: int | None) -> transformers.GPT2Config:
+    """A ``GPT2Config`` for ``config`` (which must be GPT-2 shaped: ``norm_first=True``).
+    ``token_ids``: ``bos_token_id``, ``eos_token_id``, ``pad_token_id`` (None unless given)."""
+    if not config.norm_first:
+        raise ConfigError("GPT-2 in transformers is pre-LN: export a norm_first=False (GPT-1) model with openai_gpt_to_hf")
+    return transformers.GPT2Config(n_inner=config.d_ff,
+                                   activation_function=translate_activation(ACT_TO_HF, config.act, "GPT-2"),
+                                   **_hf_kwargs(config, num_labels, token_ids))
 
 
 def gpt2_config_from_hf(hf_config: transformers.GPT2Config) -> GPTConfig:
@@ -82,20 +96,11 @@ def gpt2_config_from_hf(hf_config: transformers.GPT2Config) -> GPTConfig:
         if value != expected:
             raise ConfigError(f"GPT2Config.{name}={value} is not supported (only {expected})")
     return GPTConfig(
-        vocab_size=hf_config.vocab_size,
-        n_positions=hf_config.n_positions,
-        d_model=hf_config.n_embd,
-        n_layers=hf_config.n_layer,
-        n_heads=hf_config.n_head,
         d_ff=hf_config.n_inner if hf_config.n_inner is not None else 4 * hf_config.n_embd,
-        act=_translate(_ACT_FROM_GPT2, hf_config.activation_function, "lmforge"),
+        act=translate_activation(ACT_FROM_HF, hf_config.activation_function, "GPT2Config.activation_function"),
         norm_first=True,
-        dropout=hf_config.resid_pdrop,
-        attn_dropout=hf_config.attn_pdrop,
-        embd_dropout=hf_config.embd_pdrop,
-        eps=hf_config.layer_norm_epsilon,
-        init_std=hf_config.initializer_range,
         scaled_residual_init=True,
+        **_our_kwargs(hf_config),
     )
 
 
@@ -106,21 +111,8 @@ def openai_gpt_config_to_hf(config: GPTConfig, num_labels: int = 2, **token_ids:
         raise ConfigError("OpenAI GPT in transformers is post-LN: export a norm_first=True (GPT-2) model with gpt2_to_hf")
     if config.d_ff != 4 * config.d_model:
         raise ConfigError(f"OpenAI GPT in transformers fixes d_ff = 4 * d_model = {4 * config.d_model}, got {config.d_ff}")
-    return transformers_openai.OpenAIGPTConfig(
-        vocab_size=config.vocab_size,
-        n_positions=config.n_positions,
-        n_embd=config.d_model,
-        n_layer=config.n_layers,
-        n_head=config.n_heads,
-        afn=_translate(_ACT_TO_OPENAI, config.act, "OpenAI GPT"),
-        resid_pdrop=config.dropout,
-        embd_pdrop=config.embd_dropout,
-        attn_pdrop=config.attn_dropout,
-        layer_norm_epsilon=config.eps,
-        initializer_range=config.init_std,
-        num_labels=num_labels,
-        **{"bos_token_id": None, "eos_token_id": None, "pad_token_id": None, **token_ids},
-    )
+    return transformers_openai.OpenAIGPTConfig(afn=translate_activation(_ACT_TO_OPENAI, config.act, "OpenAI GPT"),
+                                               **_hf_kwargs(config, num_labels, token_ids))
 
 
 def openai_gpt_config_from_hf(hf_config) -> GPTConfig:
@@ -128,20 +120,11 @@ def openai_gpt_config_from_hf(hf_config) -> GPTConfig:
     if not hf_config.tie_word_embeddings:
         raise ConfigError("OpenAIGPTConfig.tie_word_embeddings=False is not supported")
     return GPTConfig(
-        vocab_size=hf_config.vocab_size,
-        n_positions=hf_config.n_positions,
-        d_model=hf_config.n_embd,
-        n_layers=hf_config.n_layer,
-        n_heads=hf_config.n_head,
         d_ff=4 * hf_config.n_embd,
-        act=_translate(_ACT_FROM_OPENAI, hf_config.afn, "lmforge"),
+        act=translate_activation(_ACT_FROM_OPENAI, hf_config.afn, "OpenAIGPTConfig.afn"),
         norm_first=False,
-        dropout=hf_config.resid_pdrop,
-        attn_dropout=hf_config.attn_pdrop,
-        embd_dropout=hf_config.embd_pdrop,
-        eps=hf_config.layer_norm_epsilon,
-        init_std=hf_config.initializer_range,
         scaled_residual_init=False,
+        **_our_kwargs(hf_config),
     )
 
 
@@ -204,67 +187,55 @@ def _state_from_hf(theirs: dict[str, torch.Tensor], config: GPTConfig, wte: str,
     return out
 
 
-def _export(model: GPTHead, hf_config, classes: dict[type, type], wte: str, wpe: str, ln_f: bool) -> nn.Module:
-    hf_class = classes.get(type(model))
-    if hf_class is None:
-        raise TypeError(f"cannot export {type(model).__name__}; supported: {[c.__name__ for c in classes]}")
-    hf = hf_class(hf_config)
-    dtype = model.gpt.wte.weight.dtype
+def _export(model: GPTHead, hf_config, classes: dict[type, str], wte: str, wpe: str, ln_f: bool) -> nn.Module:
+    hf = hf_class(model, classes)(hf_config)
     hf.load_state_dict(_state_to_hf(model.state_dict(), model.config, wte, wpe, ln_f), strict=True)
-    return hf.to(dtype).train(model.training)
+    return like(hf, model)
 
 
-def _import(hf_model: nn.Module, config: GPTConfig, classes: dict[type, type], wte: str, wpe: str, ln_f: bool) -> GPTHead:
-    ours_class = next((ours for theirs, ours in classes.items() if isinstance(hf_model, theirs)), None)
-    if ours_class is None:
-        raise TypeError(f"cannot import {type(hf_model).__name__}; supported: {[c.__name__ for c in classes]}")
+def _import(hf_model: nn.Module, config: GPTConfig, classes: dict[type, str], wte: str, wpe: str, ln_f: bool) -> GPTHead:
+    ours_class = our_class(hf_model, classes)
     if ours_class is GPTForSequenceClassification:
         model = ours_class(config, num_labels=hf_model.config.num_labels)
     else:
         model = ours_class(config)
     model.load_state_dict(_state_from_hf(hf_model.state_dict(), config, wte, wpe, ln_f), strict=True)
-    return model.to(hf_model.dtype).train(hf_model.training)
+    return like(model, hf_model)
 
 
 # ----------------------------------------------------------------------------- GPT-2
 
 
-def _gpt2_classes() -> dict[type, type]:
-    return {GPTLMHeadModel: transformers.GPT2LMHeadModel, GPTForSequenceClassification: transformers.GPT2ForSequenceClassification}
+_GPT2_CLASSES = {GPTLMHeadModel: "GPT2LMHeadModel", GPTForSequenceClassification: "GPT2ForSequenceClassification"}
 
 
 def gpt2_to_hf(model: GPTHead, **token_ids: int | None) -> nn.Module:
     """``GPTLMHeadModel`` -> ``GPT2LMHeadModel``; ``GPTForSequenceClassification`` ->
     ``GPT2ForSequenceClassification`` (pass ``pad_token_id`` for batches of more than one row)."""
     config = gpt2_config_to_hf(model.config, getattr(model, "num_labels", 2), **token_ids)
-    return _export(model, config, _gpt2_classes(), "wte", "wpe", ln_f=True)
+    return _export(model, config, _GPT2_CLASSES, "wte", "wpe", ln_f=True)
 
 
 def gpt2_from_hf(hf_model: nn.Module) -> GPTHead:
     """``GPT2LMHeadModel`` -> ``GPTLMHeadModel``; ``GPT2ForSequenceClassification`` -> ``GPTForSequenceClassification``."""
-    config = gpt2_config_from_hf(hf_model.config)
-    classes = {theirs: ours for ours, theirs in _gpt2_classes().items()}
-    return _import(hf_model, config, classes, "wte", "wpe", ln_f=True)
+    return _import(hf_model, gpt2_config_from_hf(hf_model.config), _GPT2_CLASSES, "wte", "wpe", ln_f=True)
 
 
 # ----------------------------------------------------------------------------- OpenAI GPT (GPT-1)
 
 
-def _openai_classes() -> dict[type, type]:
-    t = _openai()
-    return {GPTLMHeadModel: t.OpenAIGPTLMHeadModel, GPTForSequenceClassification: t.OpenAIGPTForSequenceClassification}
+_OPENAI_CLASSES = {GPTLMHeadModel: "OpenAIGPTLMHeadModel", GPTForSequenceClassification: "OpenAIGPTForSequenceClassification"}
 
 
 def openai_gpt_to_hf(model: GPTHead, **token_ids: int | None) -> nn.Module:
     """A post-LN ``GPTLMHeadModel`` -> ``OpenAIGPTLMHeadModel`` (classifier ->
     ``OpenAIGPTForSequenceClassification``; pass ``pad_token_id`` for batches of more than one row)."""
     config = openai_gpt_config_to_hf(model.config, getattr(model, "num_labels", 2), **token_ids)
-    return _export(model, config, _openai_classes(), "tokens_embed", "positions_embed", ln_f=False)
+    return _export(model, config, _OPENAI_CLASSES, "tokens_embed", "positions_embed", ln_f=False)
 
 
 def openai_gpt_from_hf(hf_model: nn.Module) -> GPTHead:
     """``OpenAIGPTLMHeadModel`` -> ``GPTLMHeadModel``; ``OpenAIGPTForSequenceClassification`` ->
     ``GPTForSequenceClassification``."""
-    config = openai_gpt_config_from_hf(hf_model.config)
-    classes = {theirs: ours for ours, theirs in _openai_classes().items()}
-    return _import(hf_model, config, classes, "tokens_embed", "positions_embed", ln_f=False)
+    return _import(hf_model, openai_gpt_config_from_hf(hf_model.config), _OPENAI_CLASSES, "tokens_embed",
+                   "positions_embed", ln_f=False)

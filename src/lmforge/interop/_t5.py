@@ -3,32 +3,22 @@
 ``t5_to_hf(model)`` gives ``transformers.T5ForConditionalGeneration`` (or
 ``T5ForSequenceClassification``) with our weights, ``t5_from_hf(hf_model)`` the reverse;
 ``switch_to_hf`` / ``switch_from_hf`` the same for ``SwitchTransformersForConditionalGeneration``.
-``hf_model.save_pretrained(path)`` then writes a directory that
-``transformers.AutoModelForSeq2SeqLM.from_pretrained`` loads.
 
-Names differ, shapes mostly not (both use ``nn.Linear``'s (out, in) weights):
-transformers' ``encoder.block.i.layer.0.SelfAttention.q`` is our ``encoder.layers.i.self_attn.q``,
-its ``layer.0.layer_norm`` our ``self_attn_norm``, and so on (``_t5_names``). Three places differ:
+The same tensors under other names (``_stack_names``), except in three places:
 
-- the relative position bias: transformers keeps it in the first block's self-attention
+- transformers keeps the relative position bias in the first block's self-attention
   (``block.0.layer.0.SelfAttention.relative_attention_bias``); we keep it on the stack;
-- the tied copies: transformers' state dict also lists ``encoder.embed_tokens`` and
-  ``decoder.embed_tokens`` (and ``lm_head`` when tied), the same tensor as ``shared``;
+- transformers' state dict also lists ``encoder.embed_tokens`` and ``decoder.embed_tokens``
+  (and ``lm_head`` when tied), the same tensor as ``shared``;
 - Switch experts: transformers has one ``DenseActDense`` per expert (``experts.expert_j.wi``,
   (F, D)); we stack them, ``experts.wi`` (E, D, F), so expert ``j`` is the transpose of slice ``j``.
 
-The T5 output layer and transformers 5: its ``T5Config`` forces ``tie_word_embeddings=True``
-and keeps the given value only as ``scale_decoder_outputs``, so a v1.1 model built from a config
-has its ``lm_head`` tied to the embedding (a v1.1 checkpoint loads untied because its two tensors
-differ). ``t5_to_hf`` therefore unties ``lm_head`` for an untied model of ours
-(``untie_lm_head``); ``t5_from_hf`` reads the rescale from ``scale_decoder_outputs`` and gives an
-unscaled model an untied output layer (a copy of the embedding when transformers had tied it).
-
-Switch capacity: transformers has a fixed ``expert_capacity`` per sequence; ours comes from the
-capacity factors and the sequence length unless ``SwitchConfig.expert_capacity`` fixes it.
-``switch_from_hf`` fixes it to transformers' value (identical outputs, drops included);
-``switch_to_hf`` writes the fixed value, or, for a factor-based model, the eval capacity of a
-``sequence_length``-token sequence (512 by default), stated in its docstring.
+Traps: transformers 5's ``T5Config`` forces ``tie_word_embeddings=True`` (the given value
+survives only as ``scale_decoder_outputs``), so ``t5_to_hf`` unties ``lm_head`` for an untied
+model of ours and ``t5_from_hf`` reads the rescale from ``scale_decoder_outputs``
+(docs/MODELS.md, "Converting T5"). transformers' Switch capacity is fixed per sequence:
+``switch_from_hf`` fixes ours to it; ``switch_to_hf`` writes ours, or, for a factor-based model,
+the eval capacity of a ``sequence_length``-token sequence (512 by default).
 
 What does not convert is an error, never a silent approximation: an activation we do not
 have, an untied output layer with the v1.0 rescale, a multi-label classifier, a Switch
@@ -43,8 +33,19 @@ from torch import nn
 
 from ..models import switch, t5
 from ..models.layers import ConfigError
+from .common import (
+    check_single_label,
+    classifier_settings,
+    hf_class,
+    like,
+    load_into_hf,
+    our_class,
+    state_from_hf,
+    tensor_names,
+    translate_activation,
+)
 
-_FFN_TO_HF = {"relu": "relu", "gated-gelu": "gated-gelu"}
+_FFN_TO_HF = {"relu": "relu", "gated-gelu": "gated-gelu"}  # the same names on both sides
 
 _ATTN = [("q", "q"), ("k", "k"), ("v", "v"), ("o", "o")]
 
@@ -107,9 +108,7 @@ def t5_hf_config(config: t5.T5Config, **extra) -> transformers.T5Config:
 
 
 def _t5_our_config(hf_config: transformers.T5Config, tied: bool, generation_config=None) -> t5.T5Config:
-    ffn = hf_config.feed_forward_proj
-    if ffn not in _FFN_TO_HF.values():
-        raise ConfigError(f"feed_forward_proj {ffn!r} has no equivalent; known: {sorted(_FFN_TO_HF.values())}")
+    ffn = translate_activation(_FFN_TO_HF, hf_config.feed_forward_proj, "T5Config.feed_forward_proj")
     return t5.T5Config(ffn=ffn, **_common_our_kwargs(hf_config, tied, generation_config))
 
 
@@ -162,12 +161,6 @@ def _tied_copies(hf_prefix: str = "", lm_head: bool = False) -> dict[str, str]:
     return copies
 
 
-def _check_same_keys(expected: set[str], got: set[str], what: str) -> None:
-    if expected != got:
-        raise ConfigError(f"{what}: state dicts differ; missing {sorted(expected - got)}, "
-                          f"unexpected {sorted(got - expected)}")
-
-
 def untie_lm_head(hf: transformers.PreTrainedModel, weight: torch.Tensor | None = None) -> None:
     """Give a transformers seq2seq model its own ``lm_head`` (a copy of the embedding unless
     ``weight`` is given), so that it is saved, loaded and trained as a separate matrix."""
@@ -176,29 +169,6 @@ def untie_lm_head(hf: transformers.PreTrainedModel, weight: torch.Tensor | None 
     tied = getattr(hf, "all_tied_weights_keys", None)
     if isinstance(tied, dict):
         tied.pop("lm_head.weight", None)
-
-
-# ----------------------------------------------------------------------------- weights
-
-
-def _load_into_hf(hf: nn.Module, ours: dict[str, torch.Tensor], mapping: dict[str, str],
-                  copies: dict[str, str], what: str) -> None:
-    state = {theirs: ours[name] for theirs, name in mapping.items()}
-    for copy, source in copies.items():
-        state[copy] = state[source]
-    _check_same_keys(set(hf.state_dict()), set(state), what)
-    hf.load_state_dict(state, strict=True)
-
-
-def _read_from_hf(hf: nn.Module, model: nn.Module, mapping: dict[str, str], copies: dict[str, str],
-                  what: str) -> None:
-    theirs = hf.state_dict()
-    for copy, source in copies.items():
-        if copy in theirs and not torch.equal(theirs[copy], theirs[source]):
-            raise ConfigError(f"{copy} differs from {source}: untied copies do not convert")
-    expected = set(mapping) | {c for c in copies if c in theirs}
-    _check_same_keys(expected, set(theirs), what)
-    model.load_state_dict({ours: theirs[t] for t, ours in mapping.items()}, strict=True)
 
 
 def _lm_head_tied_in_hf(hf: nn.Module) -> bool:
@@ -212,80 +182,51 @@ _T5_CLASSES = {t5.T5ForConditionalGeneration: "T5ForConditionalGeneration",
                t5.T5ForSequenceClassification: "T5ForSequenceClassification"}
 
 
+def _t5_names(model: nn.Module) -> tuple[dict[str, str], dict[str, str]]:
+    """transformers name -> ours, and transformers' tied copies, for our T5 ``model``."""
+    config = model.config
+    ffn_names = _t5_ffn_names(config.ffn == "gated-gelu")
+    if isinstance(model, t5.T5ForSequenceClassification):
+        names = _backbone_names(config, ffn_names, "transformer.")
+        names |= tensor_names({"classification_head.dense": "classifier.dense",
+                               "classification_head.out_proj": "classifier.out_proj"})
+        return names, _tied_copies("transformer.")
+    names = _backbone_names(config, ffn_names)
+    if not config.tie_word_embeddings:  # untied in ours; transformers 5 may hold it tied (see the module docstring)
+        names["lm_head.weight"] = "lm_head.weight"
+    return names, _tied_copies(lm_head=config.tie_word_embeddings)
+
+
 def t5_to_hf(model: nn.Module) -> transformers.PreTrainedModel:
     """Our ``T5ForConditionalGeneration`` / ``T5ForSequenceClassification`` -> transformers',
     same weights, same outputs."""
-    if type(model) not in _T5_CLASSES:
-        raise TypeError(f"no transformers equivalent for {type(model).__name__}; "
-                        f"known: {[c.__name__ for c in _T5_CLASSES]}")
-    config = model.config
-    names = _t5_ffn_names(config.ffn == "gated-gelu")
-    ours = model.state_dict()
-    if isinstance(model, t5.T5ForSequenceClassification):
-        extra = dict(num_labels=model.num_labels, classifier_dropout=model.classifier_dropout)
-        if model.num_labels == 1:
-            extra["problem_type"] = "regression"
-        hf = transformers.T5ForSequenceClassification(t5_hf_config(config, **extra))
-        mapping = _backbone_names(config, names, "transformer.")
-        for p in ("dense", "out_proj"):
-            for w in ("weight", "bias"):
-                mapping[f"classification_head.{p}.{w}"] = f"classifier.{p}.{w}"
-        _load_into_hf(hf, ours, mapping, _tied_copies("transformer."), "T5ForSequenceClassification")
-    else:
-        hf = transformers.T5ForConditionalGeneration(t5_hf_config(config))
-        mapping = _backbone_names(config, names)
-        if config.tie_word_embeddings:
-            _load_into_hf(hf, ours, mapping, _tied_copies(lm_head=True), "T5ForConditionalGeneration")
-        else:
-            untie_lm_head(hf)
-            mapping["lm_head.weight"] = "lm_head.weight"
-            _load_into_hf(hf, ours, mapping, _tied_copies(), "T5ForConditionalGeneration")
-    hf.to(next(model.parameters()).dtype)
-    return hf.train(model.training)
+    hf_cls = hf_class(model, _T5_CLASSES)
+    extra = classifier_settings(model) if isinstance(model, t5.T5ForSequenceClassification) else {}
+    hf = hf_cls(t5_hf_config(model.config, **extra))
+    if isinstance(model, t5.T5ForConditionalGeneration) and not model.config.tie_word_embeddings:
+        untie_lm_head(hf)
+    load_into_hf(hf, model.state_dict(), *_t5_names(model), type(model).__name__)
+    return like(hf, model)
 
 
 def t5_from_hf(hf_model: transformers.PreTrainedModel) -> nn.Module:
     """transformers' ``T5ForConditionalGeneration`` / ``T5ForSequenceClassification`` -> ours."""
-    name = type(hf_model).__name__
+    our_cls = our_class(hf_model, _T5_CLASSES)
     hf_config = hf_model.config
-    if name == "T5ForConditionalGeneration":
+    generation_config = getattr(hf_model, "generation_config", None)
+    if our_cls is t5.T5ForSequenceClassification:
+        check_single_label(hf_config)
+        config = _t5_our_config(hf_config, getattr(hf_config, "scale_decoder_outputs", True), generation_config)
+        model = our_cls(config, num_labels=hf_config.num_labels, classifier_dropout=float(hf_config.classifier_dropout))
+    else:
         scaled = getattr(hf_config, "scale_decoder_outputs", hf_config.tie_word_embeddings)
-        tied_in_hf = _lm_head_tied_in_hf(hf_model)
-        if scaled and not tied_in_hf:
+        if scaled and not _lm_head_tied_in_hf(hf_model):
             raise ConfigError("an lm_head that differs from the embedding with the d_model**-0.5 rescale "
                               "(scale_decoder_outputs) has no equivalent: tie_word_embeddings means both")
-        config = _t5_our_config(hf_config, scaled, getattr(hf_model, "generation_config", None))
-        model = t5.T5ForConditionalGeneration(config)
-        mapping = _backbone_names(config, _t5_ffn_names(config.ffn == "gated-gelu"))
-        copies = _tied_copies(lm_head=scaled)
-        if not scaled:  # untied in ours; transformers 5 may hold it tied (see the module docstring)
-            mapping["lm_head.weight"] = "lm_head.weight"
-        _read_from_hf(hf_model, model, mapping, copies, f"{name} -> T5ForConditionalGeneration")
-    elif name == "T5ForSequenceClassification":
-        if hf_config.problem_type == "multi_label_classification":
-            raise ConfigError("multi-label classification (problem_type) is not supported")
-        scaled = getattr(hf_config, "scale_decoder_outputs", True)
-        config = _t5_our_config(hf_config, scaled, getattr(hf_model, "generation_config", None))
-        model = t5.T5ForSequenceClassification(config, num_labels=hf_config.num_labels,
-                                               classifier_dropout=float(hf_config.classifier_dropout))
-        mapping = _backbone_names(config, _t5_ffn_names(config.ffn == "gated-gelu"), "transformer.")
-        for p in ("dense", "out_proj"):
-            for w in ("weight", "bias"):
-                mapping[f"classification_head.{p}.{w}"] = f"classifier.{p}.{w}"
-        _read_from_hf(hf_model, model, mapping, _tied_copies("transformer."), f"{name} -> T5ForSequenceClassification")
-    else:
-        raise TypeError(f"cannot convert {name}; known: {sorted(_T5_CLASSES.values())}")
-    model.to(next(hf_model.parameters()).dtype)
-    return model.train(hf_model.training)
-
-
-def hf_t5_model(config: t5.T5Config, head: str = "T5ForConditionalGeneration", **extra) -> transformers.PreTrainedModel:
-    """A freshly initialised transformers model with the same network as ours (an untied
-    ``lm_head`` untied there too): for parameter counts and tests."""
-    hf = getattr(transformers, head)(t5_hf_config(config, **extra))
-    if head == "T5ForConditionalGeneration" and not config.tie_word_embeddings:
-        untie_lm_head(hf)
-    return hf
+        model = our_cls(_t5_our_config(hf_config, scaled, generation_config))
+    state = state_from_hf(hf_model.state_dict(), *_t5_names(model), f"{type(hf_model).__name__} -> {our_cls.__name__}")
+    model.load_state_dict(state, strict=True)
+    return like(model, hf_model)
 
 
 # ----------------------------------------------------------------------------- Switch
@@ -377,7 +318,12 @@ def _switch_names(config: switch.SwitchConfig) -> dict[str, str]:
     pairs = {"shared.weight": "shared.weight"}
     pairs |= _stack_names("encoder", config.n_layers, False, ffn_names(enc_sparse))
     pairs |= _stack_names("decoder", config.n_decoder_layers, True, ffn_names(dec_sparse))
+    if not config.tie_word_embeddings:
+        pairs["lm_head.weight"] = "lm_head.weight"
     return pairs
+
+
+_EXPERTS = ("experts.wi", "experts.wo")  # ours stacked (E, D, F) / (E, F, D); transformers' per expert, as Linear weights
 
 
 def switch_to_hf(model: nn.Module, sequence_length: int = 512) -> transformers.PreTrainedModel:
@@ -388,22 +334,11 @@ def switch_to_hf(model: nn.Module, sequence_length: int = 512) -> transformers.P
     config = model.config
     hf = transformers.SwitchTransformersForConditionalGeneration(switch_hf_config(config, sequence_length))
     ours = model.state_dict()
-    state = {}
-    for theirs, name in _switch_names(config).items():
-        head, _, j = name.rpartition(".")
-        if head.endswith(("experts.wi", "experts.wo")):
-            state[theirs] = ours[f"{head}"][int(j)].t()  # (D, F) slice -> (F, D) Linear weight, and back
-        else:
-            state[theirs] = ours[name]
-    copies = _tied_copies(lm_head=config.tie_word_embeddings)
-    if not config.tie_word_embeddings:
-        state["lm_head.weight"] = ours["lm_head.weight"]
-    for copy, source in copies.items():
-        state[copy] = state[source]
-    _check_same_keys(set(hf.state_dict()), set(state), "SwitchForConditionalGeneration")
-    hf.load_state_dict({k: v.contiguous() for k, v in state.items()}, strict=True)
-    hf.to(next(model.parameters()).dtype)
-    return hf.train(model.training)
+    for name in [n for n in ours if n.endswith(_EXPERTS)]:  # expert j: the transpose of slice j, as "name.j"
+        ours |= {f"{name}.{j}": w.t().contiguous() for j, w in enumerate(ours[name])}
+    load_into_hf(hf, ours, _switch_names(config), _tied_copies(lm_head=config.tie_word_embeddings),
+                 "SwitchForConditionalGeneration")
+    return like(hf, model)
 
 
 def switch_from_hf(hf_model: transformers.PreTrainedModel) -> nn.Module:
@@ -414,26 +349,14 @@ def switch_from_hf(hf_model: transformers.PreTrainedModel) -> nn.Module:
         raise TypeError(f"cannot convert {name}; known: ['SwitchTransformersForConditionalGeneration']")
     config = _switch_our_config(hf_model.config, getattr(hf_model, "generation_config", None))
     model = switch.SwitchForConditionalGeneration(config)
-    theirs = hf_model.state_dict()
-    copies = _tied_copies(lm_head=config.tie_word_embeddings)
-    for copy, source in copies.items():
-        if copy in theirs and not torch.equal(theirs[copy], theirs[source]):
-            raise ConfigError(f"{copy} differs from {source}: untied copies do not convert")
-    mapping = _switch_names(config)
-    if not config.tie_word_embeddings:
-        mapping["lm_head.weight"] = "lm_head.weight"
-    _check_same_keys(set(mapping) | {c for c in copies if c in theirs}, set(theirs),
-                     f"{name} -> SwitchForConditionalGeneration")
-    state: dict[str, torch.Tensor] = {}
+    state = state_from_hf(hf_model.state_dict(), _switch_names(config), _tied_copies(lm_head=config.tie_word_embeddings),
+                          f"{name} -> SwitchForConditionalGeneration")
     stacked: dict[str, dict[int, torch.Tensor]] = {}
-    for t, ours in mapping.items():
-        head, _, j = ours.rpartition(".")
-        if head.endswith(("experts.wi", "experts.wo")):
-            stacked.setdefault(head, {})[int(j)] = theirs[t].t()
-        else:
-            state[ours] = theirs[t]
+    for key in list(state):
+        head, _, j = key.rpartition(".")
+        if head.endswith(_EXPERTS):
+            stacked.setdefault(head, {})[int(j)] = state.pop(key).t()
     for head, slices in stacked.items():
         state[head] = torch.stack([slices[j] for j in range(config.num_experts)])
     model.load_state_dict(state, strict=True)
-    model.to(next(hf_model.parameters()).dtype)
-    return model.train(hf_model.training)
+    return like(model, hf_model)

@@ -1,8 +1,5 @@
-"""Our XLNet (``models/xlnet.py``) to and from ``transformers``' XLNet: configs, weights, same outputs.
-
-``xlnet_to_hf(model)`` gives ``XLNetLMHeadModel`` / ``XLNetForSequenceClassification`` with our
-weights; ``xlnet_from_hf(hf_model)`` the reverse. ``hf_model.save_pretrained(path)`` then
-writes a directory ``AutoModelForCausalLM`` / ``XLNetLMHeadModel.from_pretrained`` loads.
+"""Our XLNet (``models/xlnet.py``) to and from ``transformers``' XLNet (``XLNetLMHeadModel``,
+``XLNetForSequenceClassification``): configs, weights, same outputs.
 
 What differs in the stored weights:
 
@@ -35,11 +32,21 @@ from torch import nn
 
 from ..models.layers import ConfigError
 from ..models.xlnet import XLNetConfig, XLNetForSequenceClassification, XLNetLMHeadModel
+from .common import (
+    ACT_FROM_HF,
+    ACT_TO_HF,
+    check_same_keys,
+    check_single_label,
+    hf_class,
+    like,
+    load_exactly,
+    our_class,
+    tensor_names,
+    translate_activation,
+)
 
 XLNetHead = XLNetLMHeadModel | XLNetForSequenceClassification
 
-_ACT_TO_HF = {"gelu": "gelu", "relu": "relu", "gelu_tanh": "gelu_new"}
-_ACT_FROM_HF = {"gelu": "gelu", "relu": "relu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}
 _CLASSES = {XLNetLMHeadModel: "XLNetLMHeadModel", XLNetForSequenceClassification: "XLNetForSequenceClassification"}
 _BIASES = ("r_w_bias", "r_r_bias", "r_s_bias")
 _PROJECTIONS = ("q", "k", "v", "r")  # (inner, d_model) Linear weights <-> (d_model, n_head, d_head)
@@ -57,8 +64,6 @@ def xlnet_config_to_hf(config: XLNetConfig, num_labels: int = 2, classifier_drop
     if config.d_head * config.n_heads != config.d_model:
         raise ConfigError(f"transformers' XLNet needs d_head = d_model / n_heads; got d_head {config.d_head}, "
                           f"d_model {config.d_model}, n_heads {config.n_heads}")
-    if config.act not in _ACT_TO_HF:
-        raise ConfigError(f"activation {config.act!r} has no counterpart in transformers; supported: {sorted(_ACT_TO_HF)}")
     use_mems = config.mem_len > 0
     extra = {"problem_type": "regression"} if num_labels == 1 else {}
     return transformers.XLNetConfig(
@@ -68,7 +73,7 @@ def xlnet_config_to_hf(config: XLNetConfig, num_labels: int = 2, classifier_drop
         n_head=config.n_heads,
         d_head=config.d_head,
         d_inner=config.d_inner,
-        ff_activation=_ACT_TO_HF[config.act],
+        ff_activation=translate_activation(ACT_TO_HF, config.act, "transformers' XLNet"),
         untie_r=config.untie_r,
         attn_type=config.attn_type,
         mem_len=config.mem_len if use_mems else None,
@@ -93,8 +98,6 @@ def xlnet_config_to_hf(config: XLNetConfig, num_labels: int = 2, classifier_drop
 
 def xlnet_config_from_hf(hf_config: transformers.XLNetConfig) -> XLNetConfig:
     """Our ``XLNetConfig`` for transformers'; options we do not implement are an error."""
-    if hf_config.ff_activation not in _ACT_FROM_HF:
-        raise ConfigError(f"ff_activation {hf_config.ff_activation!r} has no equivalent; known: {sorted(_ACT_FROM_HF)}")
     if not getattr(hf_config, "tie_word_embeddings", True):
         raise ConfigError("the LM output layer must be tied to the word embeddings (tie_word_embeddings)")
     return XLNetConfig(
@@ -104,7 +107,7 @@ def xlnet_config_from_hf(hf_config: transformers.XLNetConfig) -> XLNetConfig:
         n_heads=hf_config.n_head,
         d_head=hf_config.d_head,
         d_inner=hf_config.d_inner,
-        act=_ACT_FROM_HF[hf_config.ff_activation],
+        act=translate_activation(ACT_FROM_HF, hf_config.ff_activation, "XLNetConfig.ff_activation"),
         untie_r=bool(getattr(hf_config, "untie_r", True)),
         attn_type=hf_config.attn_type,
         mem_len=hf_config.mem_len or 0,
@@ -127,8 +130,7 @@ def _classifier_settings(hf_config: transformers.XLNetConfig) -> dict:
         raise ConfigError("summary_proj_to_labels is not supported (our summary keeps d_model)")
     if getattr(hf_config, "summary_first_dropout", 0) or 0:
         raise ConfigError("summary_first_dropout is not supported")
-    if hf_config.problem_type == "multi_label_classification":
-        raise ConfigError("multi-label classification (problem_type) is not supported")
+    check_single_label(hf_config)
     return dict(num_labels=hf_config.num_labels, classifier_dropout=float(hf_config.summary_last_dropout or 0.0))
 
 
@@ -139,19 +141,16 @@ def _plain_names(model: XLNetHead) -> dict[str, str]:
     """transformers name -> our name, for the tensors copied as they are."""
     names = {"transformer.word_embedding.weight": "transformer.word_embedding.weight",
              "transformer.mask_emb": "transformer.mask_emb"}
+    modules = {}
     for i in range(model.config.n_layers):
         theirs, ours = f"transformer.layer.{i}.", f"transformer.layers.{i}."
         names[theirs + "rel_attn.seg_embed"] = ours + "rel_attn.seg_embed"
-        for t, o in _LAYER_MODULES:
-            for p in ("weight", "bias"):
-                names[f"{theirs}{t}.{p}"] = f"{ours}{o}.{p}"
+        modules |= {theirs + t: ours + o for t, o in _LAYER_MODULES}
     if isinstance(model, XLNetLMHeadModel):
         names["lm_loss.bias"] = "lm_bias"
     else:
-        for t, o in [("sequence_summary.summary", "summary"), ("logits_proj", "logits_proj")]:
-            for p in ("weight", "bias"):
-                names[f"{t}.{p}"] = f"{o}.{p}"
-    return names
+        modules |= {"sequence_summary.summary": "summary", "logits_proj": "logits_proj"}
+    return names | tensor_names(modules)
 
 
 def _to_hf_state(model: XLNetHead) -> dict[str, torch.Tensor]:
@@ -193,9 +192,7 @@ def _from_hf_state(hf: nn.Module, model: XLNetHead) -> dict[str, torch.Tensor]:
         if not torch.equal(theirs["lm_loss.weight"], theirs["transformer.word_embedding.weight"]):
             raise ConfigError("lm_loss.weight differs from the word embeddings: untied output layers do not convert")
         used.add("lm_loss.weight")
-    if used != set(theirs):
-        raise ConfigError(f"{type(hf).__name__}: state dicts differ; missing {sorted(used - set(theirs))}, "
-                          f"unexpected {sorted(set(theirs) - used)}")
+    check_same_keys(used, set(theirs), type(hf).__name__)
     return {k: v.clone() for k, v in state.items()}
 
 
@@ -205,33 +202,22 @@ def _from_hf_state(hf: nn.Module, model: XLNetHead) -> dict[str, torch.Tensor]:
 def xlnet_to_hf(model: XLNetHead, **token_ids: int | None) -> transformers.PreTrainedModel:
     """Our ``XLNetLMHeadModel`` / ``XLNetForSequenceClassification`` -> transformers' model of
     the same head, same weights (and the same train / eval mode and dtype)."""
-    if type(model) not in _CLASSES:
-        raise TypeError(f"no transformers equivalent for {type(model).__name__}; known: {[c.__name__ for c in _CLASSES]}")
+    hf_cls = hf_class(model, _CLASSES)
     head = {}
     if isinstance(model, XLNetForSequenceClassification):
         head = dict(num_labels=model.num_labels, classifier_dropout=model.classifier_dropout)
-    hf = getattr(transformers, _CLASSES[type(model)])(xlnet_config_to_hf(model.config, **head, **token_ids))
-    state = _to_hf_state(model)
-    expected = set(hf.state_dict())
-    if expected != set(state):
-        raise ConfigError(f"{type(model).__name__} -> {type(hf).__name__}: state dicts differ; missing "
-                          f"{sorted(expected - set(state))}, unexpected {sorted(set(state) - expected)}")
-    hf.load_state_dict(state, strict=True)
-    hf.to(next(model.parameters()).dtype)
-    return hf.train(model.training)
+    hf = hf_cls(xlnet_config_to_hf(model.config, **head, **token_ids))
+    load_exactly(hf, _to_hf_state(model), f"{type(model).__name__} -> {hf_cls.__name__}")
+    return like(hf, model)
 
 
 def xlnet_from_hf(hf_model: transformers.PreTrainedModel) -> XLNetHead:
     """transformers' ``XLNetLMHeadModel`` / ``XLNetForSequenceClassification`` -> ours, same weights."""
-    by_name = {name: cls for cls, name in _CLASSES.items()}
-    name = type(hf_model).__name__
-    if name not in by_name:
-        raise TypeError(f"cannot convert {name}; known: {sorted(by_name)}")
+    ours_class = our_class(hf_model, _CLASSES)
     config = xlnet_config_from_hf(hf_model.config)
-    if by_name[name] is XLNetForSequenceClassification:
-        model = XLNetForSequenceClassification(config, **_classifier_settings(hf_model.config))
+    if ours_class is XLNetForSequenceClassification:
+        model = ours_class(config, **_classifier_settings(hf_model.config))
     else:
-        model = XLNetLMHeadModel(config)
+        model = ours_class(config)
     model.load_state_dict(_from_hf_state(hf_model, model), strict=True)
-    model.to(next(hf_model.parameters()).dtype)
-    return model.train(hf_model.training)
+    return like(model, hf_model)

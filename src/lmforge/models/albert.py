@@ -33,14 +33,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from .layers import (
-    ConfigError,
+    MLMHead,
     ModelOutput,
     TransformerBlock,
-    activation,
     attention_bias,
+    check_classifier,
+    check_transformer_config,
+    classification_loss,
     init_normal,
     lm_loss,
-    check_transformer_config,
     preset,
 )
 
@@ -146,19 +147,9 @@ class AlbertModel(nn.Module):
 # ----------------------------------------------------------------------------- heads
 
 
-class AlbertMLMHead(nn.Module):
+def mlm_head(config: AlbertConfig) -> MLMHead:
     """H -> E (dense, activation, LayerNorm over E), then scores against the tied E-wide embedding + a bias."""
-
-    def __init__(self, config: AlbertConfig):
-        super().__init__()
-        self.dense = nn.Linear(config.d_model, config.embedding_size)
-        self.act = activation(config.act)
-        self.norm = nn.LayerNorm(config.embedding_size, eps=config.eps)
-        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
-
-    def forward(self, hidden: torch.Tensor, embedding: torch.Tensor) -> torch.Tensor:
-        x = self.norm(self.act(self.dense(hidden)))  # (B, L, E)
-        return F.linear(x, embedding, self.bias)  # (B, L, V)
+    return MLMHead(config.d_model, config.embedding_size, config.vocab_size, config.act, config.eps)
 
 
 class AlbertForPreTraining(nn.Module):
@@ -170,7 +161,7 @@ class AlbertForPreTraining(nn.Module):
         super().__init__()
         self.config = config
         self.albert = AlbertModel(config)
-        self.mlm = AlbertMLMHead(config)
+        self.mlm = mlm_head(config)
         self.sop_dropout = nn.Dropout(config.classifier_dropout)
         self.sop = nn.Linear(config.d_model, 2)  # 0 = in order, 1 = swapped
         init_normal(self, config.init_std)
@@ -203,7 +194,7 @@ class AlbertForMaskedLM(nn.Module):
         super().__init__()
         self.config = config
         self.albert = AlbertModel(config, pooler=False)
-        self.mlm = AlbertMLMHead(config)
+        self.mlm = mlm_head(config)
         init_normal(self, config.init_std)
 
     def forward(
@@ -227,8 +218,7 @@ class AlbertForSequenceClassification(nn.Module):
 
     def __init__(self, config: AlbertConfig, num_labels: int = 2, classifier_dropout: float | None = None):
         super().__init__()
-        if num_labels < 1:
-            raise ConfigError(f"num_labels must be >= 1, got {num_labels}")
+        check_classifier(num_labels)
         self.config = config
         self.num_labels = num_labels
         self.albert = AlbertModel(config)
@@ -246,10 +236,5 @@ class AlbertForSequenceClassification(nn.Module):
     ) -> ModelOutput:
         hidden, pooled = self.albert(input_ids, attention_mask, token_type_ids)
         logits = self.classifier(self.dropout(pooled))  # (B, num_labels)
-        loss = None
-        if labels is not None:
-            if self.num_labels == 1:
-                loss = F.mse_loss(logits.float().reshape(-1), labels.float().reshape(-1))
-            else:
-                loss = F.cross_entropy(logits.float(), labels.reshape(-1))
+        loss = classification_loss(logits, labels) if labels is not None else None
         return ModelOutput(logits=logits, loss=loss, hidden_states=hidden)

@@ -1,42 +1,30 @@
-"""BART (Lewis et al., 2019): a denoising sequence-to-sequence autoencoder.
+"""BART (Lewis et al., 2019): a denoising sequence-to-sequence autoencoder. A bidirectional
+encoder reads a corrupted document; a left-to-right decoder, attending to the encoder's
+output, writes the original.
 
-A bidirectional encoder reads a corrupted document; a left-to-right decoder, attending to the
-encoder's output, writes the original. Read top to bottom:
-
-1. ``BartConfig`` and ``PRESETS`` (``from_name("bart-base")``).
-2. The blocks: ``BartFeedForward`` (layers.FeedForward plus BART's dropout after the
-   activation), ``Attention`` (layers.MultiHeadAttention that can also take its keys and values
-   from the encoder output and keep them between decoding steps), the encoder layer (a post-LN
-   ``TransformerBlock``, as in BERT) and the decoder layer (causal self-attention,
-   cross-attention, feed-forward, each followed by residual + LayerNorm).
-3. ``BartModel``: one token embedding shared by the encoder, the decoder and the output layer;
-   per side, learned positions and a LayerNorm on the summed embeddings.
-4. The heads: ``BartForConditionalGeneration`` (denoising pre-training, summarisation, any
-   text-to-text task) and ``BartForSequenceClassification``.
+Read top to bottom: ``BartConfig`` and ``PRESETS`` (``from_name("bart-base")``); the blocks
+(``BartFeedForward``, ``Attention``, which can also take its keys and values from the encoder
+output and keep them between decoding steps, the post-LN encoder and decoder layers);
+``BartModel`` (one token embedding shared by the encoder, the decoder and the output layer; per
+side, learned positions and a LayerNorm on the summed embeddings); the heads
+``BartForConditionalGeneration`` and ``BartForSequenceClassification``.
 
 What is BART-specific and easy to get wrong:
 
 - Learned positions are looked up at ``position + 2`` (``POSITION_OFFSET``): fairseq reserved
-  the first rows for its padding scheme and every released checkpoint keeps them, so the tables
-  have ``max_positions + 2`` rows of which the first two are never read.
-- The decoder starts from ``</s>`` (``decoder_start_id`` = eos), not ``<s>``: decoder inputs are
-  ``</s> <s> x ...``, labels ``<s> x ... </s>`` (the denoising objective's keys). At generation
-  time the first generated token should therefore be ``<s>``: ``generate`` forces it.
+  the first rows and every released checkpoint keeps them, so the tables have
+  ``max_positions + 2`` rows of which the first two are never read. Positions are absolute,
+  counted from the first column: pad on the right.
+- The decoder starts from ``</s>`` (``decoder_start_id`` = eos), not ``<s>``: decoder inputs
+  are ``</s> <s> x ...``, labels ``<s> x ... </s>``, so ``generate`` forces ``<s>`` as the
+  first generated token.
 - Post-LN everywhere, LayerNorm epsilon 1e-5, exact (erf) GELU.
 - The output layer is the shared embedding matrix plus ``final_logits_bias``, a (vocab,)
   buffer that is zero in every released checkpoint and never trained; it is kept so converted
   checkpoints round-trip exactly.
 
-Inputs (``model(**batch)`` with the denoising objective's keys): ``input_ids`` (B, S) and
-``attention_mask`` (B, S; 1 = real token) for the encoder; ``decoder_input_ids`` (B, T) and
-``decoder_attention_mask`` (B, T) for the decoder; ``labels`` (B, T; -100 = ignored). Without
-``decoder_input_ids`` the decoder reads ``labels`` shifted right behind ``decoder_start_id``
-(or, without labels either, ``input_ids`` shifted the same way, as the reference does). Pad on
-the right: positions are absolute, counted from the first column.
-
-For generation (``lmforge.models.generation``, shared with T5) the conditional-generation head
-exposes ``encode(input_ids, attention_mask) -> (B, S, D)`` and
-``decode(decoder_input_ids, encoder_hidden, encoder_attention_mask, cache=None) -> (B, T, V)``.
+Batches are the denoising objective's (docs/MODELS.md, "BART"); the conditional-generation
+head has the ``encode`` / ``decode`` that ``lmforge.models.generation`` needs.
 """
 
 from __future__ import annotations
@@ -56,7 +44,9 @@ from .layers import (
     TransformerBlock,
     attention_bias,
     check_batch,
+    check_classifier,
     check_transformer_config,
+    classification_loss,
     init_normal,
     lm_loss,
     no_padding,
@@ -417,10 +407,7 @@ class BartForSequenceClassification(nn.Module):
 
     def __init__(self, config: BartConfig, num_labels: int = 2, classifier_dropout: float = 0.0):
         super().__init__()
-        if num_labels < 1:
-            raise ConfigError(f"num_labels must be >= 1, got {num_labels}")
-        if not 0.0 <= classifier_dropout < 1.0:
-            raise ConfigError(f"classifier_dropout must be in [0, 1), got {classifier_dropout}")
+        check_classifier(num_labels, classifier_dropout)
         self.config = config
         self.num_labels = num_labels
         self.classifier_dropout = classifier_dropout
@@ -440,11 +427,6 @@ class BartForSequenceClassification(nn.Module):
         B, L = is_eos.shape
         last_eos = (torch.arange(L, device=input_ids.device) * is_eos).argmax(dim=1)  # (B,)
         logits = self.head(hidden[torch.arange(B, device=hidden.device), last_eos])  # (B, num_labels)
-        loss = None
-        if labels is not None:
-            if self.num_labels == 1:
-                loss = F.mse_loss(logits.float().reshape(-1), labels.float().reshape(-1))
-            else:
-                loss = F.cross_entropy(logits.float(), labels.reshape(-1))
+        loss = classification_loss(logits, labels) if labels is not None else None
         return ModelOutput(logits=logits, loss=loss, hidden_states=hidden,
                            aux={"encoder_hidden_states": encoder_hidden})

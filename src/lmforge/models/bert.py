@@ -34,13 +34,15 @@ from torch import nn
 
 from .layers import (
     ConfigError,
+    MLMHead,
     ModelOutput,
     TransformerBlock,
-    activation,
     attention_bias,
+    check_classifier,
+    check_transformer_config,
+    classification_loss,
     init_normal,
     lm_loss,
-    check_transformer_config,
     preset,
 )
 
@@ -165,19 +167,9 @@ class BertModel(nn.Module):
 # ----------------------------------------------------------------------------- heads
 
 
-class BertMLMHead(nn.Module):
-    """dense + act + LayerNorm, then scores against the tied word embeddings plus an output bias."""
-
-    def __init__(self, config: BertConfig):
-        super().__init__()
-        self.dense = nn.Linear(config.d_model, config.d_model)
-        self.act = activation(config.act)
-        self.norm = nn.LayerNorm(config.d_model, eps=config.eps)
-        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
-
-    def forward(self, hidden: torch.Tensor, word_embeddings: torch.Tensor) -> torch.Tensor:
-        h = self.norm(self.act(self.dense(hidden)))  # (B, L, D)
-        return F.linear(h, word_embeddings, self.bias)  # (B, L, V): h @ E^T + b
+def mlm_head(config: BertConfig) -> MLMHead:
+    """dense + act + LayerNorm (D wide), then scores against the tied word embeddings plus an output bias."""
+    return MLMHead(config.d_model, config.d_model, config.vocab_size, config.act, config.eps)
 
 
 def nsp_loss(nsp_logits: torch.Tensor, next_sentence_label: torch.Tensor) -> torch.Tensor:
@@ -196,7 +188,7 @@ class BertForPreTraining(nn.Module):
         super().__init__()
         self.config = config
         self.encoder = self.encoder_class(config, pooler=True)
-        self.mlm = BertMLMHead(config)
+        self.mlm = mlm_head(config)
         self.nsp = nn.Linear(config.d_model, 2)
         init_weights(self.mlm, config)
         init_weights(self.nsp, config)
@@ -226,7 +218,7 @@ class BertForMaskedLM(nn.Module):
         super().__init__()
         self.config = config
         self.encoder = self.encoder_class(config, pooler=False)
-        self.mlm = BertMLMHead(config)
+        self.mlm = mlm_head(config)
         init_weights(self.mlm, config)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
@@ -248,8 +240,7 @@ class BertForSequenceClassification(nn.Module):
 
     def __init__(self, config: BertConfig, num_labels: int = 2, classifier_dropout: float | None = None):
         super().__init__()
-        if num_labels < 1:
-            raise ConfigError(f"num_labels must be >= 1, got {num_labels}")
+        check_classifier(num_labels)
         self.config = config
         self.num_labels = num_labels
         self.classifier_dropout = classifier_dropout
@@ -263,10 +254,5 @@ class BertForSequenceClassification(nn.Module):
                 special_tokens_mask: torch.Tensor | None = None, **encoder_inputs: torch.Tensor) -> ModelOutput:
         hidden, pooled = self.encoder(input_ids, attention_mask, token_type_ids, **encoder_inputs)
         logits = self.classifier(self.dropout(pooled))  # (B, num_labels)
-        loss = None
-        if labels is not None:
-            if self.num_labels == 1:
-                loss = F.mse_loss(logits.float().reshape(-1), labels.float().reshape(-1))
-            else:
-                loss = F.cross_entropy(logits.float(), labels.reshape(-1))
+        loss = classification_loss(logits, labels) if labels is not None else None
         return ModelOutput(logits=logits, loss=loss, hidden_states=hidden)

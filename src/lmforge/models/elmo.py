@@ -4,50 +4,23 @@ Read top to bottom:
 
 1. ``CharCNN``: every token is a row of character ids (the bilm scheme of
    ``tokenization/chars.py``); a 16-dim character embedding, one convolution per width
-   max-pooled over the characters, highway layers, and a linear projection give one vector
+   max-pooled over the characters, highway layers and a linear projection give one vector
    per token, whatever the word (no out-of-vocabulary tokens on the input side).
 2. ``BiLSTMEncoder``: a forward LSTM stack reads positions 0..L-1, a separate backward stack
    reads each row's real tokens from last to first. Each LSTM has a projection (LSTMP: TF's
-   ``LSTMCell(num_proj=...)``, torch's ``proj_size``); from the second layer on, a residual
-   adds the layer's input to its output (bilm-tf's ``use_skip_connections``). The two
-   directions never see each other's states.
+   ``LSTMCell(num_proj=...)``, torch's ``proj_size``), and from the second layer on a residual
+   adds the layer's input to its output. The two directions never see each other's states.
 3. ``ElmoBiLM``: one softmax shared by both directions; the forward LM predicts the next word
    (``labels``), the backward LM the previous word (``backward_labels``).
 4. ``ScalarMix`` and ``ElmoForSequenceClassification``: the downstream use, ELMo_k =
-   gamma * sum_j softmax(s)_j h_{k,j} over the layers (paper eq. 1), here mean-pooled into a
-   sentence classifier.
+   gamma * sum_j softmax(s)_j h_{k,j} over the layers (paper eq. 1), mean-pooled here.
 
-Choices, and where they follow the reference (allenai/bilm-tf) or depart from it:
-
-- relu after the max-pool, as the published ELMo options (``"activation": "relu"``); tanh is
-  an option. The padding character (260) has a learned embedding, as in bilm-tf's training
-  graph; a row wider than another only adds all-padding windows, so a short word's vector does
-  not depend on how wide its row is padded. Rows narrower than the widest filter are padded
-  with the padding character; rows wider than ``max_characters`` are read whole.
-- Highway: y = g * relu(W_h x) + (1 - g) * x with g = sigmoid(W_g x + b_g), b_g initialised
-  to -2 so a fresh layer mostly carries its input (bilm-tf's initialisation).
-- The LSTM state starts at zero for every example: our bilm examples are independent
-  sentences (``objectives/bilm.py``), not bilm-tf's stateful stream.
-- Loss = forward cross entropy + backward cross entropy (each the mean over its targets,
-  -100 ignored): the paper's joint log likelihood and ``MODELS.md``. bilm-tf's training
-  script minimises half of it (the mean of the two); the per-direction losses are in ``aux``
-  (``forward_loss``, ``backward_loss``: exp() of each is that direction's perplexity).
-  At initialisation the loss is ~ 2 ln(vocab_size).
-- A full softmax over the word vocabulary (bilm-tf samples 8192 negatives in training).
-- Cell / projection clipping (bilm-tf used 3.0 / 3.0) is optional: torch's fused LSTM
-  cannot clip, so a clipped layer runs step by step with the same weights (slower). The
-  presets leave it off.
-- Dropout (0.1, as bilm-tf) on every LSTM layer's input and on the top layer before the
-  softmax; none in the character CNN.
-
-Parameter counts (``ElmoBiLM.published_parameter_count``): the published figures (allennlp's
-table: small 13.6M, medium 28.0M, original 93.6M) count the character embedding, the CNN, the
-highway layers, the projection and the four LSTMP cells (one bias each, a projection without
-bias), and NOT the softmax (its size depends on the vocabulary: 793,471 words x 129 ~ 102M
-for the 1B Word Benchmark). Our count reproduces them exactly: 13,593,296 / 28,027,728 /
-93,600,848 (with 261 characters). ``count_parameters`` of the module is larger by the softmax
-and by torch's second LSTM bias (``bias_hh``, 4 x cell_dim per direction and layer), which
-only ever appears summed with ``bias_ih`` and so adds no capacity.
+Traps: the loss is forward + backward cross entropy (the joint log likelihood, section 3.1),
+twice what bilm-tf's training script minimises; the per-direction losses are in ``aux``. The
+LSTM state starts at zero for every example (independent sentences, not bilm-tf's stateful
+stream), and the softmax is a full one where bilm-tf samples. ``count_parameters`` exceeds the
+published sizes; ``ElmoBiLM.published_parameter_count`` reproduces them exactly. Every choice
+against the reference (allenai/bilm-tf) and the counts: docs/MODELS.md, "ELMo".
 """
 
 from __future__ import annotations
@@ -60,7 +33,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .layers import ConfigError, ModelOutput, check_batch, count_parameters, lm_loss, preset
+from .layers import (
+    ConfigError,
+    ModelOutput,
+    check_batch,
+    check_classifier,
+    classification_loss,
+    count_parameters,
+    lm_loss,
+    preset,
+)
 
 # The bilm character scheme of tokenization/chars.py (models import torch only; a test checks
 # that the two agree): bytes 0-255, then bos, eos, bow, eow, padding.
@@ -155,7 +137,7 @@ def from_name(name: str, **overrides) -> ElmoConfig:
 
 PRESETS: dict[str, ElmoConfig] = {
     # allennlp's published biLMs (trained on the 1B Word Benchmark with a 793,471-word
-    # vocabulary); parameter counts exclude the softmax, see the module docstring.
+    # vocabulary); parameter counts exclude the softmax (docs/MODELS.md, "ELMo").
     "elmo-small": ElmoConfig(n_highway=1, projection_dim=128, cell_dim=1024),  # 13.6M
     "elmo-medium": ElmoConfig(n_highway=1, projection_dim=256, cell_dim=2048),  # 28.0M
     "elmo-original": ElmoConfig(n_highway=2, projection_dim=512, cell_dim=4096),  # 93.6M
@@ -424,8 +406,7 @@ class ElmoForSequenceClassification(nn.Module):
     def __init__(self, config: ElmoConfig, num_labels: int = 2):
         super().__init__()
         config.validate()
-        if num_labels < 1:
-            raise ConfigError(f"num_labels must be >= 1, got {num_labels}")
+        check_classifier(num_labels)
         self.config = config
         self.num_labels = num_labels
         self.char_cnn = CharCNN(config)
@@ -457,10 +438,5 @@ class ElmoForSequenceClassification(nn.Module):
         keep = mask[..., None].to(mixed.dtype)
         pooled = (mixed * keep).sum(dim=1) / keep.sum(dim=1).clamp(min=1.0)  # mean over real tokens
         logits = self.classifier(pooled)  # (B, num_labels)
-        loss = None
-        if labels is not None:
-            if self.num_labels == 1:
-                loss = F.mse_loss(logits.squeeze(-1).float(), labels.float())
-            else:
-                loss = F.cross_entropy(logits.float(), labels)
+        loss = classification_loss(logits, labels) if labels is not None else None
         return ModelOutput(logits=logits, loss=loss, hidden_states=mixed)

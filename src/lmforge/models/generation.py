@@ -1,59 +1,26 @@
 """Generation for encoder-decoder models (BART, T5): greedy search and beam search.
 
-A model generates with this module when it has two methods:
+A model generates with this module when it has ``encode(input_ids, attention_mask) ->
+(B, S, D)`` and ``decode(decoder_input_ids, encoder_hidden, encoder_attention_mask) ->
+(B, T, V)`` (logits). When ``decode`` also takes a ``cache`` keyword, decoding is incremental:
+generation passes one dict, ``{}`` at first, and the whole prefix on every call; the model
+stores what it needs there and decodes only the positions it has not cached. Beam search
+reorders the cache's rows (dim 0 of every tensor) to follow its beams, except under keys
+containing ``cross.``, which must depend on the encoder output only. Without the keyword, or
+with ``use_cache=False``, the decoder reruns over the whole prefix each step (same tokens).
 
-- ``encode(input_ids, attention_mask) -> (B, S, D)``: the encoder output, computed once;
-- ``decode(decoder_input_ids, encoder_hidden, encoder_attention_mask) -> (B, T, V)``: logits.
-
-Incremental decoding (a key/value cache) is used when ``decode`` also takes a ``cache``
-keyword: generation passes one dict, ``{}`` at first, and the whole prefix on every call; the
-model stores whatever it needs in the dict, decodes only the positions it has not cached yet and
-returns their logits. Beam search reorders the cache's rows (dim 0 of every tensor value) to
-follow the beams it keeps, except the tensors under keys containing ``cross.``, which must
-depend on the encoder output only (they are equal for all beams of one input, so reordering
-would only copy them). Without the keyword the decoder reruns over the whole prefix each step
-(quadratic, same tokens). ``use_cache=False`` forces that path.
-
-Every sequence starts with ``decoder_start_token_id`` (BART: ``</s>``; T5: pad). With
+Every sequence starts with ``decoder_start_token_id`` (BART: ``</s>``; T5: pad); with
 ``forced_bos_token_id`` the first generated token is that id (BART was trained on decoder
 inputs ``</s> <s> x ...``). A sequence ends at ``eos_token_id``; positions after it hold
-``pad_token_id``. Output: (B, T) with T <= 1 + ``max_new_tokens``, as long as its longest row.
+``pad_token_id``. Output: (B, T), T <= 1 + ``max_new_tokens``, as long as its longest row.
 
-**Greedy** (``num_beams == 1``): the argmax at every step.
-
-**Beam search** (``num_beams > 1``), the algorithm of transformers' ``_beam_search`` (checked
-against 5.23):
-per input, ``num_beams`` running hypotheses scored by their summed log-probabilities
-(``log_softmax`` in float32; a forced token's log-probability is 0, the distribution being
-restricted to that one token). Each step takes the ``2 * num_beams`` best continuations over
-all running beams; those ending in ``eos`` (or reaching the maximum length) that rank among the
-first ``num_beams`` become finished hypotheses scored ``sum_logprobs / len ** length_penalty``
-(``len`` = generated tokens, eos included, the start token not); the best ``num_beams`` that did
-not end keep running; the best ``num_beams`` finished hypotheses are kept. ``early_stopping``:
-``True`` stops an input once it has ``num_beams`` finished hypotheses; ``False`` (transformers'
-default) also stops it when the best running score, normalised by the current length, cannot
-beat the worst finished one (a heuristic when ``length_penalty > 0``, where longer hypotheses
-gain); ``"never"`` uses the maximum length in that bound when ``length_penalty > 0``, which
-makes it a true bound: an input stops only when no running beam can win. The search ends when
-every input has stopped or at the maximum length; the best finished hypothesis is returned.
-No variant guarantees a better score than greedy's (greedy's prefix can be pruned), though it
-is the usual outcome with ``"never"``.
-
-Compared with ``transformers``' ``generate``: the same tokens (tests/models/test_generation.py
-and tests/interop/test_bart_parity.py) when transformers is run with ``do_sample=False``, the
-same ``num_beams``, ``length_penalty``, ``early_stopping``, ``max_new_tokens``, start / eos /
-pad / forced-bos ids and none of its other logits processors: ``min_length`` 0,
-``no_repeat_ngram_size`` 0, ``forced_eos_token_id`` None (BART's configs set
-``forced_eos_token_id = </s>``, which forces ``</s>`` at the last position: we do not), no
-``repetition_penalty``, ``bad_words_ids``, ``suppress_tokens``. Differences in defaults:
-``early_stopping`` is ``True`` here (transformers: ``False``); fine-tuned BART checkpoints such
-as bart-large-cnn also ship ``num_beams``, ``no_repeat_ngram_size``, ``length_penalty`` and
-``min_length`` settings in their configs, which transformers applies and this module does not.
-Padding: transformers fills beam-search outputs with ``pad_token_id or eos_token_id``, i.e. with
-eos when the pad id is 0 (T5); we always fill with ``pad_token_id``. To compare, note that
-``generate(generation_config=...)`` takes every option left None from the model's own
-``generation_config``: ``forced_eos_token_id=None`` must be set there
-(``hf_model.generation_config.forced_eos_token_id = None``), not only in the config passed.
+Greedy (``num_beams == 1``) takes the argmax at every step. Beam search (``num_beams > 1``) is
+transformers' ``_beam_search`` algorithm: the same tokens when transformers runs with
+``do_sample=False`` and none of its other logits processors. Traps when comparing: our
+``early_stopping`` defaults to True (transformers: False); we never force eos at the last
+position (BART's configs set ``forced_eos_token_id``: set it to None in the model's own
+``generation_config``); we pad with ``pad_token_id`` where transformers uses eos when the pad
+id is 0 (T5). The algorithm and the comparison in full: docs/MODELS.md, "Generation".
 """
 
 from __future__ import annotations
@@ -72,7 +39,7 @@ def generate(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Te
              pad_token_id: int, forced_bos_token_id: int | None = None, length_penalty: float = 1.0,
              early_stopping: bool | str = True, use_cache: bool = True) -> torch.Tensor:
     """Generate (B, T) token ids, ``decoder_start_token_id`` first: greedy when ``num_beams == 1``,
-    beam search otherwise (the module docstring has the details)."""
+    beam search otherwise (the module docstring; docs/MODELS.md has the details)."""
     common = dict(decoder_start_token_id=decoder_start_token_id, eos_token_id=eos_token_id, pad_token_id=pad_token_id,
                   forced_bos_token_id=forced_bos_token_id, use_cache=use_cache)
     if num_beams == 1:
@@ -187,8 +154,8 @@ def beam_search(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch
                 max_new_tokens: int = 20, num_beams: int = 4, *, decoder_start_token_id: int, eos_token_id: int,
                 pad_token_id: int, forced_bos_token_id: int | None = None, length_penalty: float = 1.0,
                 early_stopping: bool | str = True, use_cache: bool = True) -> torch.Tensor:
-    """The best finished hypothesis per input (module docstring); ``num_beams=1`` gives greedy's
-    tokens when ``early_stopping`` is True."""
+    """The best finished hypothesis per input (docs/MODELS.md, "Generation"); ``num_beams=1``
+    gives greedy's tokens when ``early_stopping`` is True."""
     _check(max_new_tokens, num_beams)
     if early_stopping not in (True, False, "never"):
         raise ValueError(f"early_stopping must be True, False or 'never', got {early_stopping!r}")
@@ -256,24 +223,3 @@ def beam_search(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch
     length = int(best_lengths[:, 0].max())
     return best[:, 0, :length]
 
-
-# ----------------------------------------------------------------------------- scoring
-
-
-def score_sequences(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
-                    sequences: torch.Tensor, *, eos_token_id: int, forced_bos_token_id: int | None = None,
-                    length_penalty: float = 1.0) -> torch.Tensor:
-    """The beam-search score of generated ``sequences`` (B, T), start token first: summed
-    log-probabilities of the tokens after the start, up to and including the first eos (all of
-    them when there is none), over ``len ** length_penalty``; a forced bos contributes 0. (B,) float32."""
-    with _eval_mode(model):
-        memory = model.encode(input_ids, attention_mask)
-        log_probs = F.log_softmax(model.decode(sequences[:, :-1], memory, attention_mask).float(), dim=-1)
-    targets = sequences[:, 1:]  # (B, T - 1)
-    token_lp = log_probs.gather(-1, targets[..., None]).squeeze(-1)
-    if forced_bos_token_id is not None:
-        token_lp[:, 0] = torch.where(targets[:, 0] == forced_bos_token_id, 0.0, float("-inf"))
-    is_eos = targets == eos_token_id
-    before_eos = (is_eos.long().cumsum(dim=1) - is_eos.long()) == 0  # up to and including the first eos
-    lengths = before_eos.sum(dim=1)
-    return torch.where(before_eos, token_lp, 0.0).sum(dim=1) / lengths.float() ** length_penalty

@@ -7,31 +7,20 @@ The network, top to bottom:
     GPT-2 only: a final LayerNorm
     logits = h @ token_embedding^T (the output projection is tied to the input embedding)
 
-GPT-1 and GPT-2 differ only in where the LayerNorms sit, which is configuration here:
+GPT-1 and GPT-2 differ only in configuration: GPT-1 (``norm_first=False``) is post-LN,
+``x = LN(x + sublayer(x))``, with no final LN; GPT-2 (``norm_first=True``) is pre-LN,
+``x = x + sublayer(LN(x))``, with a final LN after the last block, and initialises the residual
+projections (attention output, second FFN layer) with std ``0.02 / sqrt(2 * n_layers)`` (two
+residual additions per block; GPT-2 section 2.3). Both use the tanh GELU ("gelu_new").
 
-- GPT-1 (``norm_first=False``): post-LN, ``x = LN(x + sublayer(x))``, no final LN.
-- GPT-2 (``norm_first=True``): pre-LN, ``x = x + sublayer(LN(x))``, a final LN after the last
-  block, and the residual projections (attention output, second FFN layer) initialised with
-  std ``0.02 / sqrt(2 * n_layers)`` (two residual additions per block; GPT-2 section 2.3).
+Traps: the model shifts the labels ONCE (logits at t predict ``labels[t + 1]``) and drops no
+position from the loss by its id, so ``eos`` stays a target even when pad == eos. Positions
+are absolute: pad on the right.
 
-Both use the tanh approximation of GELU ("gelu_new" in their released configs).
-
-Inputs are a batch of the CLM objective: ``input_ids`` (B, L), ``labels`` == ``input_ids``
-(or -100 where the feature converter padded) and ``attention_mask`` (B, L; 1 = real token).
-The model shifts the labels ONCE (logits at t predict ``labels[t + 1]``); no position is
-dropped from the loss by its id, so ``eos`` stays a target even when pad == eos. Positions are
-absolute (0 .. L-1 in every row), so pad on the right: a left-padded row would see its real
-tokens at shifted positions (as in the reference implementations).
-
-Heads:
-
-- ``GPTLMHeadModel``: next-token prediction (pretraining).
-- ``GPTForSequenceClassification``: GPT-1's fine-tuning (section 3.2): a linear layer on the
-  final hidden state of the last real token, with the language-modelling loss on the same
-  inputs added as an auxiliary objective, ``L = L_cls + lm_coef * L_lm`` (GPT-1 used
-  ``lm_coef = 0.5``; 0 turns it off). GPT-1's "input transformations" (a start token, a
-  delimiter between the parts of a pair, an extract token at the end whose state is classified)
-  are the data side's job: the model classifies whatever token ends each row.
+Heads: ``GPTLMHeadModel`` (next-token prediction) and ``GPTForSequenceClassification``, GPT-1's
+fine-tuning (section 3.2): a linear layer on the final state of the last real token, plus
+``lm_coef`` x the language-modelling loss on the same inputs (GPT-1 used 0.5; 0 turns it off).
+Inputs and GPT-1's input transformations: docs/MODELS.md, "GPT and GPT-2".
 """
 
 from __future__ import annotations
@@ -47,9 +36,12 @@ from .layers import (
     ModelOutput,
     TransformerBlock,
     attention_bias,
-    init_normal,
-    lm_loss,
+    check_classifier,
     check_transformer_config,
+    classification_loss,
+    init_normal,
+    last_token_state,
+    lm_loss,
     no_padding,
     preset,
     scaled_init_std,
@@ -95,7 +87,7 @@ PRESETS: dict[str, GPTConfig] = {
     "gpt2-medium": GPTConfig(d_model=1024, n_layers=24, n_heads=16, d_ff=4096),
     # GPT-1: 12 x 768, 12 heads, post-LN, BPE vocabulary of 40478, 512 positions (~117M)
     "openai-gpt": GPTConfig(vocab_size=40478, n_positions=512, norm_first=False, scaled_residual_init=False),
-    # a GPT-2 shaped model that trains on a CPU (MODELS.md: 4 x 128); set vocab_size from the tokenizer
+    # a GPT-2 shaped model that trains on a CPU (4 layers x 128 wide); set vocab_size from the tokenizer
     "gpt-tiny": GPTConfig(vocab_size=8192, n_positions=256, d_model=128, n_layers=4, n_heads=4, d_ff=512),
 }
 
@@ -192,12 +184,9 @@ class GPTForSequenceClassification(_GPTPreTrained):
 
     def __init__(self, config: GPTConfig, num_labels: int = 2, lm_coef: float = 0.0, classifier_dropout: float = 0.1):
         super().__init__(config)
-        if num_labels < 1:
-            raise ConfigError(f"num_labels must be >= 1, got {num_labels}")
+        check_classifier(num_labels, classifier_dropout)
         if lm_coef < 0:
             raise ConfigError(f"lm_coef must be >= 0, got {lm_coef}")
-        if not 0.0 <= classifier_dropout < 1.0:
-            raise ConfigError(f"classifier_dropout must be in [0, 1), got {classifier_dropout}")
         self.num_labels = num_labels
         self.lm_coef = lm_coef
         self.dropout = nn.Dropout(classifier_dropout)
@@ -210,22 +199,13 @@ class GPTForSequenceClassification(_GPTPreTrained):
         attention_mask: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
     ) -> ModelOutput:
-        B, L = input_ids.shape
         hidden = self.gpt(input_ids, attention_mask)  # (B, L, D)
-        if attention_mask is None:
-            last = torch.full((B,), L - 1, dtype=torch.long, device=input_ids.device)
-        else:  # the rightmost real token of each row
-            positions = torch.arange(L, device=input_ids.device)
-            last = (positions * attention_mask.to(torch.long)).argmax(-1)  # (B,)
-        pooled = hidden[torch.arange(B, device=hidden.device), last]  # (B, D)
+        pooled = last_token_state(hidden, attention_mask)  # (B, D)
         logits = self.score(self.dropout(pooled))  # (B, num_labels)
         out = ModelOutput(logits=logits, hidden_states=hidden)
         if labels is None:
             return out
-        if self.num_labels == 1:
-            out.loss = F.mse_loss(logits.float().reshape(-1), labels.float().reshape(-1))
-        else:
-            out.loss = F.cross_entropy(logits.float(), labels.reshape(-1))
+        out.loss = classification_loss(logits, labels)
         if self.lm_coef > 0:
             lm_labels = input_ids if attention_mask is None else input_ids.masked_fill(attention_mask == 0, -100)
             aux_lm = lm_loss(self.lm_logits(hidden), lm_labels, shift=True)

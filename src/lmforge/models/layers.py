@@ -206,6 +206,26 @@ class TransformerBlock(nn.Module):
         return self.norm2(x + self.ffn(x))
 
 
+# ----------------------------------------------------------------------------- heads
+
+
+class MLMHead(nn.Module):
+    """BERT's masked-LM head (ALBERT's too): dense ``d_model -> width``, activation, LayerNorm,
+    then scores against the tied word embeddings (V, width) plus an output-only bias:
+    ``logits = LN(act(W h)) @ E^T + b``."""
+
+    def __init__(self, d_model: int, width: int, vocab_size: int, act: str, eps: float):
+        super().__init__()
+        self.dense = nn.Linear(d_model, width)
+        self.act = activation(act)
+        self.norm = nn.LayerNorm(width, eps=eps)
+        self.bias = nn.Parameter(torch.zeros(vocab_size))
+
+    def forward(self, hidden: torch.Tensor, word_embeddings: torch.Tensor) -> torch.Tensor:
+        h = self.norm(self.act(self.dense(hidden)))  # (B, L, width)
+        return F.linear(h, word_embeddings, self.bias)  # (B, L, V): h @ E^T + b
+
+
 # ----------------------------------------------------------------------------- losses, init
 
 
@@ -215,6 +235,33 @@ def lm_loss(logits: torch.Tensor, labels: torch.Tensor, shift: bool = False) -> 
     if shift:
         logits, labels = logits[:, :-1], labels[:, 1:]
     return F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), labels.reshape(-1), ignore_index=-100)
+
+
+def classification_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Cross entropy for class ids (B,); mean squared error against float targets when the head
+    has a single output (``num_labels == 1``, regression)."""
+    if logits.size(-1) == 1:
+        return F.mse_loss(logits.float().reshape(-1), labels.float().reshape(-1))
+    return F.cross_entropy(logits.float(), labels.reshape(-1))
+
+
+def check_classifier(num_labels: int, classifier_dropout: float | None = None) -> None:
+    """A sequence classifier's settings: at least one label, a dropout rate (when given) in [0, 1)."""
+    if num_labels < 1:
+        raise ConfigError(f"num_labels must be >= 1, got {num_labels}")
+    if classifier_dropout is not None and not 0.0 <= classifier_dropout < 1.0:
+        raise ConfigError(f"classifier_dropout must be in [0, 1), got {classifier_dropout}")
+
+
+def last_token_state(hidden: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+    """(B, L, D) -> (B, D): each row's state at its last real token, the rightmost position where
+    ``attention_mask`` is 1 (the last position without a mask), so rows may be padded on either side."""
+    B, L = hidden.shape[:2]
+    if attention_mask is None:
+        last = torch.full((B,), L - 1, dtype=torch.long, device=hidden.device)
+    else:
+        last = (torch.arange(L, device=hidden.device) * attention_mask.long()).argmax(-1)  # (B,)
+    return hidden[torch.arange(B, device=hidden.device), last]
 
 
 def init_normal(module: nn.Module, std: float = 0.02) -> None:

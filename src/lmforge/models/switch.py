@@ -1,65 +1,29 @@
-"""Switch Transformer (Fedus, Zoph and Shazeer, 2021): T5 with a mixture of experts, each
-token sent to ONE expert, in place of the feed-forward layer of every other block.
+"""Switch Transformer (Fedus, Zoph and Shazeer, 2021): T5 (t5.py) with a mixture of experts in
+place of the feed-forward layer of every other block, each token sent to ONE expert.
 
-Read top to bottom:
+Read top to bottom: ``SwitchConfig`` (a ``T5Config`` plus the experts), ``expert_capacity``,
+``Top1Router``, ``Experts`` (every expert's weights stacked, run as grouped matmuls over the
+tokens sorted by expert), ``SwitchFeedForward`` (the layer, loop-free over experts),
+``SwitchStack`` and the heads ``SwitchForConditionalGeneration`` and
+``SwitchForSequenceClassification`` (T5's, with the router losses added).
 
-1. ``SwitchConfig``: a ``T5Config`` (t5.py) plus the experts. The published Switch models
-   are T5 v1.0 shaped (ReLU feed-forward layers, output layer tied to the embedding).
-   ``encoder_sparse_step`` / ``decoder_sparse_step`` say which blocks have experts, with
-   transformers' rule so that its checkpoints convert: block ``i`` is sparse when the step is
-   1 or ``i % step == 1``; step 2 (the published models) gives blocks 1, 3, 5, ...
-2. ``expert_capacity``: how many tokens each expert takes from a group. A group is one
-   sequence (as in transformers; Mesh TF and flaxformer cut the batch into groups of a fixed
-   size): ``int(tokens_per_group * capacity_factor / num_experts)``, with the capacity factor
-   1.25 in training and 2.0 in evaluation, at least ``min_expert_capacity`` (4, flaxformer's
-   default; it keeps one-token decoding steps from dropping everything) unless
-   ``expert_capacity`` fixes it (transformers' checkpoints do: 64). In cached (incremental)
-   decoding each step's new token is a group of one, which nothing drops.
-3. ``Top1Router``: logits in float32 whatever the model dtype (bf16 routers diverge), with
-   multiplicative jitter ``x * U(1 - eps, 1 + eps)`` on the ROUTER's copy of the input in
-   training only (transformers multiplies the tensor that the experts then read, in place).
-4. ``Experts``: all experts' weights stacked, ``wi`` (E, D, F) and ``wo`` (E, F, D), applied
-   to tokens sorted by expert as grouped matmuls (``F.grouped_mm``: one call computes every
-   expert on its own contiguous rows, exactly the routed tokens, no padding).
-5. ``SwitchFeedForward``, the layer itself, loop-free over experts:
-     - top-1 expert and its probability (the gate) per token;
-     - each token's position in its expert's queue = how many earlier tokens of its group
-       chose the same expert (a cumulative sum over the one-hot choices: earlier tokens
-       first, as in Mesh TF and transformers);
-     - tokens at a position >= capacity are DROPPED: their output is 0, so the block's
-       residual connection passes them through unchanged;
-     - the kept tokens are sorted by expert (dropped ones sort last and are cut off), the
-       experts run as grouped matmuls over the sorted rows, and the outputs, scaled by the
-       gate, are copied back to the tokens' places (zeros for the dropped ones); on a GPU
-       without a fused grouped matmul for the dtype (float32), a capacity buffer and batched
-       matmuls instead (``SwitchFeedForward``'s docstring);
-     - the load-balancing loss ``E * sum_i f_i * P_i`` (Switch eq. 4-6; ``f_i`` the fraction
-       of the group's tokens whose top-1 choice is expert ``i``, before any dropping, ``P_i``
-       the mean router probability of expert ``i``), per group and averaged over groups,
-       and the router z-loss ``mean(logsumexp(logits)^2)`` (ST-MoE, Zoph et al. 2022).
-6. ``SwitchStack`` and the heads ``SwitchForConditionalGeneration`` and
-   ``SwitchForSequenceClassification``: T5's, with the router losses added.
+The traps:
 
-The heads' ``loss`` is the task loss PLUS ``router_aux_loss_coef * load_balancing_loss +
-router_z_loss_coef * router_z_loss``, each averaged over all sparse layers of both stacks
-(t5x's MoE models average the per-layer losses), unless ``add_router_losses=False``; ``aux``
-always holds:
+- Which blocks have experts follows transformers' rule, so that its checkpoints convert: block
+  ``i`` is sparse when the step is 1 or ``i % step == 1`` (step 2, the published models: blocks
+  1, 3, 5, ...).
+- Capacity is per group, a group being one sequence: ``int(tokens * capacity_factor /
+  num_experts)`` (factor 1.25 in training, 2.0 in evaluation), at least
+  ``min_expert_capacity``, unless ``expert_capacity`` fixes it. Tokens over capacity (earlier
+  tokens queue first) are DROPPED: their output is 0 and the residual passes them through.
+- The router runs in float32 whatever the model dtype; its jitter multiplies only the router's
+  copy of the input, in training only (transformers jitters the experts' input too).
+- The heads' ``loss`` is the task loss PLUS ``router_aux_loss_coef * load_balancing_loss +
+  router_z_loss_coef * router_z_loss``, each averaged over all sparse layers, unless
+  ``add_router_losses=False``; ``aux`` holds the task loss alone and the routing statistics.
 
-- ``lm_loss`` (or ``classification_loss``): the task loss alone;
-- ``load_balancing_loss`` and ``router_z_loss``: the two terms as added, coefficients applied;
-- ``load_balancing_loss_per_layer`` and ``router_z_loss_per_layer`` (n_sparse,): unweighted,
-  encoder layers first;
-- ``expert_fraction`` (n_sparse, E): the fraction of tokens whose top-1 choice is each expert;
-- ``dropped_fraction`` (n_sparse,): the fraction of tokens over capacity.
-
-Differences from transformers' ``SwitchTransformers`` (where it departs from the paper):
-jitter reaches only the router (above); each layer's load-balancing loss is its own (it
-concatenates every sparse layer's router logits of a stack before computing one ``f * P``,
-which is not the sum or mean of the layers' losses); the total averages over all sparse
-layers (it sums the encoder's and the decoder's); a model whose every layer is sparse still
-gets its losses (it returns 0 when the sparse step is 1); the capacity follows the factors
-(it has one fixed capacity); the router starts at N(0, 0.02) (flaxformer) where it draws
-N(0, 1). Padding tokens are routed and counted like the others, as in transformers.
+The capacity, the losses, the ``aux`` keys and every difference from transformers'
+``SwitchTransformers``: docs/MODELS.md, "Switch Transformer".
 """
 
 from __future__ import annotations

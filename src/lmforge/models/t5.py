@@ -1,46 +1,29 @@
 """T5 (Raffel et al., 2019): an encoder-decoder Transformer trained text-to-text, pre-trained
 with span corruption.
 
-Read top to bottom:
+Read top to bottom: ``T5Config`` and ``PRESETS`` (``from_name("t5-small")``); ``RMSNorm``;
+``relative_position_bucket`` and ``RelativePositionBias``; ``T5Attention``; ``T5Block`` and
+``T5Stack`` (pre-norm); ``T5Model``, with the ``encode`` / ``decode`` that generation
+(``lmforge.models.generation``) needs (``decode`` takes an optional ``cache``); the heads
+``T5ForConditionalGeneration`` and ``T5ForSequenceClassification``.
 
-1. ``T5Config`` and ``PRESETS`` (``from_name("t5-small")``). v1.0 and v1.1 differ only in
-   configuration: v1.0 (``t5-small``, ``t5-base``) has a ReLU feed-forward layer and an output
-   layer tied to the input embedding, applied to the decoder output rescaled by
-   ``d_model ** -0.5``; v1.1 (``t5-v1_1-*``) has a gated-GELU feed-forward layer
-   (``gelu(x W0) * (x W1)``, tanh-approximated GELU as in the released configs), an untied
-   output layer with no rescale, and no dropout in pre-training.
-2. ``RMSNorm``: T5's LayerNorm, which only scales: no mean subtraction, no bias; the mean
-   square is taken in float32 (fp16 overflows there; bf16 is safe).
-3. ``relative_position_bucket`` and ``RelativePositionBias``: no position embeddings; each
-   head adds a learned scalar per bucket of the key - query distance to its attention
-   logits. Half the buckets are exact small distances, the other half logarithmically wider
-   up to ``relative_max_distance``; the encoder gives each sign its own half of the buckets
-   (bidirectional), the decoder only looks back (causal). One table per stack: computed once
-   and shared by every layer (transformers keeps it in the first layer's self-attention).
-4. ``T5Attention``: multi-head attention with no biases and NO 1/sqrt(d_kv) scaling of the
-   logits (Mesh TF folds it into the initialisation of the query projection), so
-   ``scaled_dot_product_attention`` runs with ``scale=1.0`` and the position bias + padding
-   mask as its additive ``attn_mask``. The inner width is ``n_heads * d_kv``, which need not
-   equal ``d_model``.
-5. ``T5Block`` (pre-norm: ``x + dropout(sublayer(RMSNorm(x)))`` for self-attention, the
-   decoder's cross-attention, and the feed-forward layer) and ``T5Stack`` (embedding dropout,
-   the blocks, a final RMSNorm and dropout).
-6. ``T5Model``: the shared embedding and both stacks, with the two methods generation
-   (``lmforge.models.generation``) needs, ``encode`` and ``decode``; ``decode`` takes an optional
-   ``cache`` dict for incremental decoding (each layer's self-attention keys/values, the
-   cross-attention keys/values computed once, the position bias offset by the decoded length).
-   The heads ``T5ForConditionalGeneration`` and ``T5ForSequenceClassification`` subclass it.
+Traps:
 
-Batches (``model(**batch)``) are those of ``lmforge.objectives.span_corruption`` after the
-feature converter: ``input_ids`` (B, S), ``attention_mask`` (B, S), ``labels`` (B, T; -100 where
-padded), ``decoder_input_ids`` (B, T; the labels shifted right behind the decoder start token,
-which is the pad id) and ``decoder_attention_mask`` (B, T). Without ``decoder_input_ids`` the
-head shifts ``labels`` itself. There is no absolute position, so either side may be padded on
-the left or the right.
+- v1.0 and v1.1 differ only in configuration: v1.0 (``t5-small``, ``t5-base``) has a ReLU
+  feed-forward layer and an output layer tied to the input embedding, applied to the decoder
+  output rescaled by ``d_model ** -0.5``; v1.1 (``t5-v1_1-*``) a gated-GELU feed-forward
+  layer, an untied output layer with no rescale, and no dropout in pre-training.
+- RMSNorm only scales: no mean subtraction, no bias.
+- Attention has no biases and NO 1/sqrt(d_kv) scaling of the logits; its inner width
+  ``n_heads * d_kv`` need not equal ``d_model``.
+- No position embeddings: a learned bias per head and distance bucket, one table per stack
+  shared by its layers (transformers keeps it in the first layer), so either side may be
+  padded on the left or the right. Without ``decoder_input_ids`` the head shifts ``labels``
+  behind the decoder start token, which is the pad id.
 
-Switch Transformer (switch.py) is this network with a mixture of experts in place of every
-other feed-forward layer: the stack builds its feed-forward layers through ``make_ffn``, and a
-feed-forward layer may return ``(output, routing)``, which the stack collects.
+Switch Transformer (switch.py) is this network with experts: the stack builds its feed-forward
+layers through ``make_ffn``, and one may return ``(output, routing)``, which the stack
+collects. More in docs/MODELS.md, "T5".
 """
 
 from __future__ import annotations
@@ -53,7 +36,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .layers import ConfigError, ModelOutput, attention_bias, gelu_tanh, lm_loss, preset
+from .layers import (
+    ConfigError,
+    ModelOutput,
+    attention_bias,
+    check_classifier,
+    classification_loss,
+    gelu_tanh,
+    lm_loss,
+    preset,
+)
 
 # ----------------------------------------------------------------------------- config
 
@@ -535,10 +527,7 @@ class T5ForSequenceClassification(T5Model):
 
     def __init__(self, config: T5Config, num_labels: int = 2, classifier_dropout: float = 0.0):
         super().__init__(config)
-        if num_labels < 1:
-            raise ConfigError(f"num_labels must be >= 1, got {num_labels}")
-        if not 0.0 <= classifier_dropout < 1.0:
-            raise ConfigError(f"classifier_dropout must be in [0, 1), got {classifier_dropout}")
+        check_classifier(num_labels, classifier_dropout)
         self.num_labels = num_labels
         self.classifier_dropout = classifier_dropout
         self.classifier = T5ClassificationHead(config, num_labels, classifier_dropout)
@@ -562,11 +551,6 @@ class T5ForSequenceClassification(T5Model):
         index = torch.where(last_eos >= 0, last_eos, last_real)  # (B,)
         pooled = hidden[torch.arange(B, device=hidden.device), index]  # (B, D)
         logits = self.classifier(pooled)  # (B, num_labels)
-        loss = None
-        if labels is not None:
-            if self.num_labels == 1:
-                loss = F.mse_loss(logits.float().reshape(-1), labels.float().reshape(-1))
-            else:
-                loss = F.cross_entropy(logits.float(), labels.reshape(-1))
+        loss = classification_loss(logits, labels) if labels is not None else None
         out = ModelOutput(logits=logits, loss=loss, hidden_states=hidden, aux={"encoder_hidden_states": memory})
         return self.add_routing(out, enc_routing, dec_routing)

@@ -1,46 +1,26 @@
 """Transformer-XL (Dai et al., 2019): a causal language model with segment-level recurrence
 and relative positional encoding.
 
-Read top to bottom:
+Read top to bottom: ``TransformerXLConfig`` and ``PRESETS``; ``sinusoid_embedding`` and
+``rel_shift`` (the relative positions R_{i-j}, and the shift that turns scores against the
+positions ``klen-1 ... 0`` into scores against each key's distance from the query: section
+3.3 and appendix B); ``RelativeMultiHeadAttention``, the paper's score
+``A_ij = (E_xi W_q + u)^T W_k,E E_xj  +  (E_xi W_q + v)^T W_k,R R_{i-j}`` (u is ``r_w_bias``,
+v ``r_r_bias``; W_k,E is part of ``qkv``, W_k,R is ``r``); ``TransformerXLLayer`` (post-LN as
+the reference, ``pre_lnorm`` for pre-LN); ``TransformerXLModel`` (the word embedding scaled by
+sqrt(d_model), the causal mask over [memory; segment], the memory update); the heads
+``TransformerXLLMHeadModel`` and ``TransformerXLForSequenceClassification``.
 
-1. ``TransformerXLConfig`` and ``PRESETS`` (``from_name("txl-wt103-base")``).
-2. ``sinusoid_embedding`` and ``rel_shift``: the relative positions R_{i-j} and the "relative
-   shift" that turns scores against the positions ``klen-1 ... 0`` into scores against each
-   key's distance from the query (section 3.3 and appendix B of the paper).
-3. ``RelativeMultiHeadAttention``: the paper's score
-   ``A_ij = (E_xi W_q + u)^T W_k,E E_xj  +  (E_xi W_q + v)^T W_k,R R_{i-j}``,
-   i.e. a content term (a)+(c) with the global bias u (``r_w_bias``) and a position term
-   (b)+(d) with the global bias v (``r_r_bias``); keys and positions have separate
-   projections (W_k,E is part of ``qkv``, W_k,R is ``r``).
-4. ``TransformerXLLayer``: attention + position-wise feed-forward, post-LN as in the
-   reference (``pre_lnorm`` switches to pre-LN).
-5. ``TransformerXLModel``: the word embedding scaled by sqrt(d_model), the causal mask over
-   [memory; segment], the layers, and the memory update.
-6. The heads: ``TransformerXLLMHeadModel`` and ``TransformerXLForSequenceClassification``.
+Traps:
 
-Memory. Every forward returns ``n_layers + 1`` new memories (``aux["mems"]``): for each of
-the ``n_layers + 1`` hidden inputs (the embedding output, then every layer's output), the last
-``mem_len`` positions of ``concat(old memory, current segment)``, **detached** (no gradient
-flows into a previous segment: the paper's stop-gradient SG(.)). Layer i attends to
-``concat(mems[i], h)``; the last entry is unused by the layers, cached as in the reference.
-Memories are batch-first, ``(B, M, D)`` (the reference keeps ``(M, B, D)``). Pass them back
-as ``mems=`` on the next segment of the same rows (the ``segments`` objective's batches are
-ordered so that row b continues row b). ``mem_len = 0`` turns the memory off (no ``mems`` in
-``aux``).
-
-Batches are the ``segments`` objective's: ``input_ids`` (B, L) and ``labels`` (B, L), the NEXT
-token of each input, already shifted: the loss compares logits[t] with labels[t] and the
-model does NOT shift again. ``attention_mask`` (B, L; the feature converter adds it) masks
-padded keys; the memory is always visible.
-
-Output layer. A plain softmax over the vocabulary, ``logits = h W^T + b`` (``W`` tied to the
-word embedding by default, behind a d_model -> d_embed projection when they differ). The
-released WikiText-103 models use an adaptive softmax (cutoffs 20k / 40k / 200k); it is not
-implemented here. With ``div_val = 1`` (the base model) the adaptive softmax holds the same
-tied table plus a few cluster parameters, so ``txl-wt103-base`` has the published 151M
-parameters; the large model (18 x 1024, ``div_val = 4``: 257M in the paper, 285.2M as
-transformers counts ``transfo-xl-wt103``) would have 520M with a full-width plain softmax, so
-it has no preset.
+- Batches are the ``segments`` objective's: ``labels`` are ALREADY the next tokens, so the
+  loss compares logits[t] with labels[t] and the model does not shift again.
+- Every forward returns ``n_layers + 1`` detached memories in ``aux["mems"]`` (none when
+  ``mem_len = 0``), batch-first, (B, M, D), where the reference keeps (M, B, D); pass them
+  back as ``mems=`` with the next segment of the same rows.
+- A plain softmax (tied to the word embedding) where the released WikiText-103 models use an
+  adaptive one; hence no preset for the large model. Memory and output layer in detail:
+  docs/MODELS.md, "Transformer-XL".
 """
 
 from __future__ import annotations
@@ -52,7 +32,18 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .layers import ConfigError, ModelOutput, activation, init_normal, lm_loss, no_padding, preset
+from .layers import (
+    ConfigError,
+    ModelOutput,
+    activation,
+    check_classifier,
+    classification_loss,
+    init_normal,
+    last_token_state,
+    lm_loss,
+    no_padding,
+    preset,
+)
 
 # ----------------------------------------------------------------------------- config
 
@@ -381,10 +372,7 @@ class TransformerXLForSequenceClassification(nn.Module):
 
     def __init__(self, config: TransformerXLConfig, num_labels: int = 2, classifier_dropout: float = 0.1):
         super().__init__()
-        if num_labels < 1:
-            raise ConfigError(f"num_labels must be >= 1, got {num_labels}")
-        if not 0.0 <= classifier_dropout < 1.0:
-            raise ConfigError(f"classifier_dropout must be in [0, 1), got {classifier_dropout}")
+        check_classifier(num_labels, classifier_dropout)
         self.config = config
         self.num_labels = num_labels
         self.transformer = TransformerXLModel(config)
@@ -394,19 +382,9 @@ class TransformerXLForSequenceClassification(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 labels: torch.Tensor | None = None, mems: list[torch.Tensor] | None = None) -> ModelOutput:
-        B, L = input_ids.shape
         hidden, new_mems = self.transformer(input_ids, mems, attention_mask)  # (B, L, D)
-        if attention_mask is None:
-            last = torch.full((B,), L - 1, dtype=torch.long, device=input_ids.device)
-        else:  # the rightmost real token of each row
-            last = (torch.arange(L, device=input_ids.device) * attention_mask.long()).argmax(-1)  # (B,)
-        pooled = hidden[torch.arange(B, device=hidden.device), last]  # (B, D)
+        pooled = last_token_state(hidden, attention_mask)  # (B, D)
         logits = self.classifier(self.dropout(pooled))  # (B, num_labels)
-        loss = None
-        if labels is not None:
-            if self.num_labels == 1:
-                loss = F.mse_loss(logits.float().reshape(-1), labels.float().reshape(-1))
-            else:
-                loss = F.cross_entropy(logits.float(), labels.reshape(-1))
+        loss = classification_loss(logits, labels) if labels is not None else None
         aux = {"mems": new_mems} if new_mems is not None else {}
         return ModelOutput(logits=logits, loss=loss, hidden_states=hidden, aux=aux)

@@ -1,61 +1,27 @@
 """XLNet (Yang et al., 2019): permutation language modelling on a Transformer-XL backbone
 with two-stream attention.
 
-Read top to bottom:
+Read top to bottom: ``XLNetConfig`` and ``PRESETS``; ``relative_positions`` (the distances
+``klen, ..., -qlen + 1``: attention is bidirectional, so a key can be ahead of the query,
+unlike Transformer-XL's ``klen-1 ... 0``); ``rel_shift_bi``, ``rel_gather_index`` and
+``target_positions``; ``XLNetRelativeAttention``; ``XLNetModel`` (the masks, the streams, the
+layers, the memories); the heads ``XLNetLMHeadModel`` and ``XLNetForSequenceClassification``.
 
-1. ``XLNetConfig`` and ``PRESETS`` (``from_name("xlnet-base")``).
-2. ``relative_positions``: the sinusoid R for the distances ``klen, klen-1, ..., -qlen + 1``:
-   attention is bidirectional, so a key can be ahead of the query (negative distance), unlike
-   Transformer-XL's ``klen-1 ... 0`` (transformer_xl.py, where ``sinusoid_embedding`` lives).
-3. ``rel_shift_bi``: XLNet's relative shift, which needs no zero pad because the positions run
-   one past the farthest key on both sides; ``rel_gather_index``, the same shift for queries
-   at arbitrary positions (the query stream's targets); ``target_positions``.
-4. ``XLNetRelativeAttention``: ``score_ij = (q_i + r_w_bias)^T k_j  +  (q_i + r_r_bias)^T r_{i-j}
-   + (q_i + r_s_bias)^T s_ij``: content, position (Transformer-XL's u and v) and the relative
-   SEGMENT term: ``s_ij`` is ``seg_embed[0]`` when i and j are in the same segment and
-   ``seg_embed[1]`` when not (section 2.5), so segments are compared, never numbered.
-   Two streams share every weight:
+The attention score is content + position (Transformer-XL's u and v) + a relative SEGMENT
+term (same segment or not, section 2.5). Two streams share every weight: the content stream h
+may see its own token; the query stream g starts from one learned ``mask_emb`` and, under
+``perm_mask``, never sees its target's token: it knows WHERE it predicts, not WHAT is there.
+The query stream is computed at the P target positions only.
 
-   - the content stream h starts from the word embeddings and may see its own token;
-   - the query stream g starts from one learned ``mask_emb`` and attends to the content
-     stream's keys and values under ``perm_mask``, which hides every target's own token from
-     it: it knows WHERE it predicts (its position, through r) but not WHAT is there.
+Batches are the ``permutation`` objective's: ``input_ids`` (B, L), ``perm_mask`` (B, L, L;
+1 = query i may NOT attend to key j), ``target_mapping`` (B, P, L), ``labels`` (B, P),
+``token_type_ids`` and ``attention_mask`` (B, L; 1 = real token). With ``target_mapping`` the
+logits are the query stream's, (B, P, V); without, the content stream's, (B, L, V).
 
-   Both streams use the same keys, values and position keys, computed once per layer. The
-   query stream exists only at the P target positions: its state at a position feeds nothing
-   but the same position in the next layer, so the L - P others (which transformers computes
-   and then drops through ``target_mapping``) are never computed. Likewise, when the query
-   stream is the output, the last layer's content stream is only needed for its keys and values.
-   After the attention, both streams go through the output projection, LayerNorm and the
-   feed-forward network as one tensor (row-wise operations: one pass instead of two). On a GPU
-   the content term, softmax and values are one ``scaled_dot_product_attention`` call with
-   the other score terms as its additive mask (``XLNetRelativeAttention.fused``).
-
-5. ``XLNetModel``: the masks (perm_mask, padding, memory), the streams, the layers, memories.
-6. Heads: ``XLNetLMHeadModel`` (permutation LM) and ``XLNetForSequenceClassification``.
-
-Batches are the ``permutation`` objective's (``model(**batch)``): ``input_ids`` (B, L),
-``perm_mask`` (B, L, L; 1 = query i may NOT attend to key j, padded with 1), ``target_mapping``
-(B, P, L; row p one-hot at the p-th predicted position, zero rows past the targets),
-``labels`` (B, P; -100 on zero rows), ``token_type_ids`` (B, L) and ``attention_mask``
-(B, L; 1 = real token). The masks arrive as ints and are converted here. With
-``target_mapping`` the logits are the query stream's, (B, P, V); without, the content
-stream's, (B, L, V), scored against ``labels`` (B, L). The masks:
-
-- query stream:   blocked(i, j) = perm_mask[i, j] or j is padding (or j > i with attn_type "uni");
-- content stream: the same with the diagonal allowed: a token always sees itself.
-- memories (from a previous segment) are visible to both streams.
-
-Memories. With ``mem_len > 0`` every forward returns ``n_layers`` detached memories in
-``aux["mems"]``, batch-first (B, M, D): the input of each layer (the content stream), the
-first ``reuse_len`` positions of the segment when ``reuse_len > 0``, appended to the old memory
-and cut to the last ``mem_len``. XLNet pretraining with memory needs segments that continue
-each other (as Transformer-XL's); the ``permutation`` objective yields independent pieces, so
-the presets have ``mem_len = 0`` (no memory), the released fine-tuning configuration.
-
-Shapes are batch-first (the reference and transformers compute in (L, B, ...)), except inside
-the attention, which is heads-first, (H, B, L, d), so that each product is one batched matmul
-and the position keys, the same for every row, multiply all B * L queries of a head at once.
+Traps: memories (``mem_len > 0``) are batch-first, (B, M, D), where the reference and
+transformers keep (M, B, D); the presets have ``mem_len = 0``, as the ``permutation``
+objective's pieces do not continue each other. The masks, the memories and the fused GPU
+path: docs/MODELS.md, "XLNet".
 """
 
 from __future__ import annotations
@@ -67,7 +33,18 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .layers import ConfigError, ModelOutput, activation, check_batch, init_normal, lm_loss, preset
+from .layers import (
+    ConfigError,
+    ModelOutput,
+    activation,
+    check_batch,
+    check_classifier,
+    classification_loss,
+    init_normal,
+    last_token_state,
+    lm_loss,
+    preset,
+)
 from .transformer_xl import PositionwiseFF, sinusoid_embedding
 
 # ----------------------------------------------------------------------------- config
@@ -530,10 +507,7 @@ class XLNetForSequenceClassification(nn.Module):
 
     def __init__(self, config: XLNetConfig, num_labels: int = 2, classifier_dropout: float = 0.1):
         super().__init__()
-        if num_labels < 1:
-            raise ConfigError(f"num_labels must be >= 1, got {num_labels}")
-        if not 0.0 <= classifier_dropout < 1.0:
-            raise ConfigError(f"classifier_dropout must be in [0, 1), got {classifier_dropout}")
+        check_classifier(num_labels, classifier_dropout)
         self.config = config
         self.num_labels = num_labels
         self.classifier_dropout = classifier_dropout
@@ -546,19 +520,9 @@ class XLNetForSequenceClassification(nn.Module):
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 token_type_ids: torch.Tensor | None = None, labels: torch.Tensor | None = None,
                 mems: list[torch.Tensor] | None = None) -> ModelOutput:
-        B, L = input_ids.shape
         hidden, new_mems = self.transformer(input_ids, attention_mask, token_type_ids, mems=mems)  # (B, L, D)
-        if attention_mask is None:
-            last = torch.full((B,), L - 1, dtype=torch.long, device=input_ids.device)
-        else:  # the rightmost real token of each row
-            last = (torch.arange(L, device=input_ids.device) * attention_mask.long()).argmax(-1)  # (B,)
-        pooled = hidden[torch.arange(B, device=hidden.device), last]  # (B, D)
+        pooled = last_token_state(hidden, attention_mask)  # (B, D)
         logits = self.logits_proj(self.dropout(torch.tanh(self.summary(pooled))))  # (B, num_labels)
-        loss = None
-        if labels is not None:
-            if self.num_labels == 1:
-                loss = F.mse_loss(logits.float().reshape(-1), labels.float().reshape(-1))
-            else:
-                loss = F.cross_entropy(logits.float(), labels.reshape(-1))
+        loss = classification_loss(logits, labels) if labels is not None else None
         aux = {"mems": new_mems} if new_mems is not None else {}
         return ModelOutput(logits=logits, loss=loss, hidden_states=hidden, aux=aux)
