@@ -14,6 +14,7 @@ import yaml
 from pydantic import Field, ValidationError, field_validator
 
 from .errors import ConfigError
+from .models.registry import ARCHITECTURES
 from .schema import StrictModel
 
 
@@ -293,7 +294,8 @@ class DatasetConfig(_Strict):
 
 # ----------------------------------------------------------------------------- training
 
-ARCHITECTURE_NAMES = ["gpt", "bert", "albert", "ernie", "elmo", "transformer_xl", "xlnet", "bart", "t5", "switch"]
+# every architecture of the model registry, in its order (read without importing torch)
+ARCHITECTURE_NAMES = list(ARCHITECTURES)
 
 
 class TrainConfig(_Strict):

@@ -7,62 +7,105 @@ the published presets match the published models (tests/models/test_registry.py)
 
 from __future__ import annotations
 
+import functools
+import importlib
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from torch import nn
+from ..errors import ConfigError
 
-from . import albert, bart, bert, elmo, ernie, gpt, switch, t5, transformer_xl, xlnet
-from .layers import ConfigError, replace_config
+if TYPE_CHECKING:
+    from torch import nn
+
+# The names, heads and objectives are read without importing torch (the command line and the
+# configuration use them); a head's class and the presets are imported on first use.
+
+
+class _Heads(Mapping):
+    """Head name -> model class of one architecture's module, imported when first looked up."""
+
+    def __init__(self, module: str, classes: dict[str, str]):
+        self._module, self._classes = module, classes
+
+    def __getitem__(self, head: str) -> type[nn.Module]:
+        return getattr(_module(self._module), self._classes[head])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._classes)
+
+    def __len__(self) -> int:
+        return len(self._classes)
+
+
+def _module(name: str):
+    return importlib.import_module(f"{__package__}.{name}")
 
 
 @dataclass(frozen=True)
 class Architecture:
-    presets: dict[str, Any]  # preset name -> config
-    heads: dict[str, type[nn.Module]]  # head name -> model class
+    module: str  # lmforge.models.<module>
+    heads: Mapping[str, type[nn.Module]]  # head name -> model class
     default_head: str
     objectives: tuple[str, ...]  # the pretraining objectives its heads consume
 
+    @property
+    def presets(self) -> dict[str, Any]:
+        """Preset name -> config."""
+        return _module(self.module).PRESETS
+
+
+def _arch(module: str, heads: dict[str, str], default_head: str, objectives: tuple[str, ...]) -> Architecture:
+    return Architecture(module, _Heads(module, heads), default_head, objectives)
+
 
 ARCHITECTURES: dict[str, Architecture] = {
-    "gpt": Architecture(gpt.PRESETS, {"lm": gpt.GPTLMHeadModel, "classification": gpt.GPTForSequenceClassification},
-                        "lm", ("clm",)),
-    "bert": Architecture(bert.PRESETS, {"pretraining": bert.BertForPreTraining, "mlm": bert.BertForMaskedLM,
-                                        "classification": bert.BertForSequenceClassification}, "pretraining", ("mlm_nsp", "mlm")),
-    "albert": Architecture(albert.PRESETS, {"pretraining": albert.AlbertForPreTraining, "mlm": albert.AlbertForMaskedLM,
-                                            "classification": albert.AlbertForSequenceClassification}, "pretraining", ("mlm_sop",)),
-    "ernie": Architecture(ernie.PRESETS, {"pretraining": ernie.ErnieForPreTraining, "mlm": ernie.ErnieForMaskedLM,
-                                          "classification": ernie.ErnieForSequenceClassification}, "pretraining", ("knowledge_mlm",)),
-    "elmo": Architecture(elmo.PRESETS, {"bilm": elmo.ElmoBiLM, "classification": elmo.ElmoForSequenceClassification},
-                         "bilm", ("bilm",)),
-    "transformer_xl": Architecture(transformer_xl.PRESETS, {"lm": transformer_xl.TransformerXLLMHeadModel,
-                                                            "classification": transformer_xl.TransformerXLForSequenceClassification},
-                                   "lm", ("segments",)),
-    "xlnet": Architecture(xlnet.PRESETS, {"lm": xlnet.XLNetLMHeadModel, "classification": xlnet.XLNetForSequenceClassification},
-                          "lm", ("permutation",)),
-    "bart": Architecture(bart.PRESETS, {"seq2seq": bart.BartForConditionalGeneration,
-                                        "classification": bart.BartForSequenceClassification}, "seq2seq", ("denoising",)),
-    "t5": Architecture(t5.PRESETS, {"seq2seq": t5.T5ForConditionalGeneration, "classification": t5.T5ForSequenceClassification},
-                       "seq2seq", ("span_corruption",)),
-    "switch": Architecture(switch.PRESETS, {"seq2seq": switch.SwitchForConditionalGeneration,
-                                            "classification": switch.SwitchForSequenceClassification}, "seq2seq", ("span_corruption",)),
+    "gpt": _arch("gpt", {"lm": "GPTLMHeadModel", "classification": "GPTForSequenceClassification"}, "lm", ("clm",)),
+    "bert": _arch("bert", {"pretraining": "BertForPreTraining", "mlm": "BertForMaskedLM",
+                           "classification": "BertForSequenceClassification"}, "pretraining", ("mlm_nsp", "mlm")),
+    "albert": _arch("albert", {"pretraining": "AlbertForPreTraining", "mlm": "AlbertForMaskedLM",
+                               "classification": "AlbertForSequenceClassification"}, "pretraining", ("mlm_sop",)),
+    "ernie": _arch("ernie", {"pretraining": "ErnieForPreTraining", "mlm": "ErnieForMaskedLM",
+                             "classification": "ErnieForSequenceClassification"}, "pretraining", ("knowledge_mlm",)),
+    "elmo": _arch("elmo", {"bilm": "ElmoBiLM", "classification": "ElmoForSequenceClassification"}, "bilm", ("bilm",)),
+    "transformer_xl": _arch("transformer_xl", {"lm": "TransformerXLLMHeadModel",
+                                               "classification": "TransformerXLForSequenceClassification"}, "lm", ("segments",)),
+    "xlnet": _arch("xlnet", {"lm": "XLNetLMHeadModel", "classification": "XLNetForSequenceClassification"}, "lm", ("permutation",)),
+    "bart": _arch("bart", {"seq2seq": "BartForConditionalGeneration", "classification": "BartForSequenceClassification"},
+                  "seq2seq", ("denoising",)),
+    "t5": _arch("t5", {"seq2seq": "T5ForConditionalGeneration", "classification": "T5ForSequenceClassification"},
+                "seq2seq", ("span_corruption",)),
+    "switch": _arch("switch", {"seq2seq": "SwitchForConditionalGeneration", "classification": "SwitchForSequenceClassification"},
+                    "seq2seq", ("span_corruption",)),
 }
 
-# preset name -> architecture (preset names are unique across architectures)
-PRESET_ARCHITECTURE: dict[str, str] = {p: a for a, arch in ARCHITECTURES.items() for p in arch.presets}
+
+@functools.cache
+def preset_architectures() -> dict[str, str]:
+    """Preset name -> architecture (preset names are unique across architectures). It needs every
+    model module, so it is built on first use; ``PRESET_ARCHITECTURE`` is the same table."""
+    return {p: a for a, arch in ARCHITECTURES.items() for p in arch.presets}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "PRESET_ARCHITECTURE":
+        return preset_architectures()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def preset_config(name: str, **overrides: Any):
     """The config of preset ``name`` with ``overrides`` applied (validated)."""
-    if name not in PRESET_ARCHITECTURE:
-        raise ConfigError(f"unknown model preset {name!r}; known: {sorted(PRESET_ARCHITECTURE)}")
-    return replace_config(ARCHITECTURES[PRESET_ARCHITECTURE[name]].presets[name], **overrides)
+    from .layers import replace_config
+
+    if name not in preset_architectures():
+        raise ConfigError(f"unknown model preset {name!r}; known: {sorted(preset_architectures())}")
+    return replace_config(ARCHITECTURES[preset_architectures()[name]].presets[name], **overrides)
 
 
 def build_model(name: str, head: str | None = None, num_labels: int | None = None, **overrides: Any) -> nn.Module:
     """Build preset ``name`` (e.g. ``gpt2``, ``bert-tiny``, ``elmo-small``) with the given head
     (default: the architecture's pretraining head) and config overrides."""
-    arch = ARCHITECTURES[PRESET_ARCHITECTURE[name]] if name in PRESET_ARCHITECTURE else None
+    arch = ARCHITECTURES[preset_architectures()[name]] if name in preset_architectures() else None
     config = preset_config(name, **overrides)
     head = head or arch.default_head
     if head not in arch.heads:
