@@ -115,7 +115,7 @@ def dataset(objectives, mode, params_path, overrides) -> None:
     length histogram) and, in static mode, the examples of epoch 0 as Parquet.
     """
     from .objectives.base import ObjectiveError
-    from .objectives.dataset import build_dataset
+    from .datasets.stage import build_dataset
     from .tokenization.store import StoreError
 
     flags = list(overrides) + ([f"dataset.mode={mode}"] if mode else [])

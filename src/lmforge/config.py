@@ -14,6 +14,7 @@ import yaml
 from pydantic import Field, ValidationError, field_validator
 
 from .errors import ConfigError
+from .objectives.registry import OBJECTIVES
 from .schema import StrictModel
 
 
@@ -251,8 +252,6 @@ class TokenizeConfig(_Strict):
 
 
 def _objective_config(name: str):
-    from .objectives.registry import OBJECTIVES
-
     return OBJECTIVES[name].Config
 
 
@@ -283,8 +282,6 @@ class DatasetConfig(_Strict):
     @field_validator("objectives")
     @classmethod
     def _known(cls, value: list[str]) -> list[str]:
-        from .objectives.registry import OBJECTIVES
-
         unknown = [v for v in value if v not in OBJECTIVES]
         if unknown:
             raise ValueError(f"unknown objective(s) {unknown}; known: {sorted(OBJECTIVES)}")

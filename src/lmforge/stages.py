@@ -360,7 +360,7 @@ def _run_tokens(params: Params, kind: str, log: Log) -> dict:
 
 
 def _run_dataset(params: Params, objective: str, log: Log) -> dict:
-    from .objectives.dataset import build_dataset
+    from .datasets.stage import build_dataset
 
     return build_dataset(params, objective, log=log)
 

@@ -10,7 +10,7 @@ Example keys (int64; ``L <= max_length``, ``C`` = the table's characters per tok
 
 - ``input_ids`` [L]: word ids (the shared softmax's vocabulary);
 - ``char_ids`` [L, C]: ``vocab.char_table[input_ids]``, the bilm character encoding
-  (``tokenization/chars.py``) the character CNN reads;
+  (``lmforge/chars.py``) the character CNN reads;
 - ``labels`` [L]: forward targets, ``labels[i] = input_ids[i + 1]``, -100 at the last position;
 - ``backward_labels`` [L]: backward targets, ``backward_labels[i] = input_ids[i - 1]``, -100 at
   the first position. This equals bilm-tf's backward LM, which reads the reversed sentence

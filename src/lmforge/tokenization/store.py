@@ -34,12 +34,12 @@ from ..cleaning.text import sentence_starts
 from ..config import Params
 from ..corpus.document import CorpusError
 from ..splits import SPLITS, split_of
-from .corpus import clean_dir, clean_shards, iter_clean
+from ..layout import corpus_dir
+from .corpus import clean_shards, iter_clean
 from .train import tokenizer_sha256
 from ..errors import LmforgeError
+from ..token_flags import SENTENCE_START, WORD_START
 
-WORD_START = 1
-SENTENCE_START = 2
 FILES = ("tokens.bin", "flags.bin", "doc_offsets.bin", "doc_ids.jsonl")
 
 
@@ -121,7 +121,7 @@ def build_store(params: Params, kind: str, log: Callable[[str], None] = print) -
     tok_dir = Path(params.tokenizer.output) / kind
     if not (tok_dir / "tokenizer.json").exists():
         raise StoreError(f"{tok_dir}: no trained {kind} tokenizer; run `lmforge tokenizer` first")
-    src = clean_dir(params)
+    src = corpus_dir(params)
     if not (src / "stats.json").exists():
         raise CorpusError(f"{src}: no cleaned corpus (stats.json missing); run `lmforge clean` first")
     tok_sha = tokenizer_sha256(tok_dir)

@@ -24,8 +24,9 @@ from .. import __version__
 from ..config import Params, TokenizerConfig
 from ..corpus.document import CorpusError
 from ..splits import split_of
-from .chars import CHAR_VOCAB_SIZE, char_table
-from .corpus import clean_dir, clean_shards, iter_clean
+from ..chars import CHAR_VOCAB_SIZE, char_table
+from ..layout import corpus_dir
+from .corpus import clean_shards, iter_clean
 from .kinds import KIND_INFO, architectures_for
 
 # transformers' names for the roles; roles without one (eod, eop) and the sentinels are extra.
@@ -272,7 +273,7 @@ def run_tokenizers(params: Params, kinds: list[str] | None = None, log: Callable
     """Train every requested kind; a kind whose inputs and settings are unchanged is kept."""
     cfg = params.tokenizer
     out_root = Path(cfg.output)
-    src = clean_dir(params)
+    src = corpus_dir(params)
     if not (src / "stats.json").exists():
         raise CorpusError(f"{src}: no cleaned corpus (stats.json missing); run `lmforge clean` first")
     results = {}

@@ -24,7 +24,7 @@ from ..config import ConfigError, Params
 from ..evaluation.intrinsic import evaluate_lm, target_counts, tokenizer_bytes_per_token
 from ..models.registry import PRESET_ARCHITECTURE, build_model, preset_config
 from ..objectives.base import Vocab
-from ..objectives.dataset import open_objective
+from ..datasets.open import open_objective
 from ..objectives.registry import OBJECTIVE_TOKENIZER
 from .data import ObjectiveDataModule
 from .module import LMForgeModule

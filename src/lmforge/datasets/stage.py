@@ -1,4 +1,4 @@
-"""The dataset stage: an objective over a token store, as a PyTorch dataset and on disk.
+"""The dataset stage: an objective over a token store, measured and (in static mode) on disk.
 
 ``lmforge dataset <objective>`` opens the store of the objective's tokenizer kind, builds the
 objective and writes ``<output>/<objective>/``:
@@ -30,43 +30,11 @@ import pyarrow.parquet as pq
 
 from .. import __version__
 from ..config import Params
-from .base import IGNORE_INDEX, Corpus, Objective, ObjectiveError, Vocab, rng_for
-from .registry import OBJECTIVE_TOKENIZER, OBJECTIVES
+from ..objectives.base import IGNORE_INDEX, ObjectiveError
+from ..objectives.registry import OBJECTIVE_TOKENIZER
+from .open import ObjectiveDataset, open_objective
 
 _HIST_BINS = [0, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 1 << 62]
-
-
-def open_objective(params: Params, name: str, split: str = "train") -> Objective:
-    """The objective ``name`` over ``split`` of its tokenizer kind's token store."""
-    if name not in OBJECTIVES:
-        raise ObjectiveError(f"unknown objective {name!r}; known: {', '.join(sorted(OBJECTIVES))}")
-    kind = OBJECTIVE_TOKENIZER[name]
-    tok_dir = Path(params.tokenizer.output) / kind
-    store_dir = Path(params.tokenize.output) / kind
-    vocab = Vocab.from_tokenizer(tok_dir)
-    corpus = Corpus.from_store(store_dir, split, tokenizer=tok_dir)
-    return OBJECTIVES[name](corpus, vocab, getattr(params.dataset, name))
-
-
-class ObjectiveDataset:
-    """A map-style dataset (``torch.utils.data.Dataset`` protocol) drawing example ``i`` of the
-    current epoch with ``rng_for(seed, epoch, i)``. Call ``set_epoch`` between epochs."""
-
-    def __init__(self, objective: Objective, seed: int = 0, epoch: int = 0):
-        self.objective = objective
-        self.seed = seed
-        self.epoch = epoch
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
-
-    def __len__(self) -> int:
-        return len(self.objective)
-
-    def __getitem__(self, index: int) -> dict[str, np.ndarray]:
-        if not 0 <= index < len(self.objective):
-            raise IndexError(index)
-        return self.objective.example(index, rng_for(self.seed, self.epoch, index))
 
 
 class StaticDataset:
