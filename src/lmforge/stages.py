@@ -150,7 +150,7 @@ def build_stages(params: Params | None = None, root: str | os.PathLike = ".", pa
     Recipes are read for every enabled architecture (which objective and tokenizer it uses, how
     it fine-tunes); a missing or invalid recipe is a :class:`ConfigError` naming the file."""
     from .finetuning.tasks import DEFAULT_TASK
-    from .objectives.registry import OBJECTIVE_TOKENIZER
+    from .objectives.registry import tokenizer_kind
     from .training.recipes import load_recipe
 
     root = Path(root).resolve()
@@ -189,7 +189,7 @@ def build_stages(params: Params | None = None, root: str | os.PathLike = ".", pa
     # ------------------------------------------------------------------ tokenizers and token stores
     kinds = list(params.tokenizer.kinds)
     for arch, recipe in recipes.items():
-        kind = OBJECTIVE_TOKENIZER[recipe.objective]
+        kind = tokenizer_kind(recipe.objective)
         if kind not in kinds:
             kinds.append(kind)
     tokenizer_input = rel(params.tokenizer.input) if params.tokenizer.input else clean_out
@@ -227,7 +227,7 @@ def build_stages(params: Params | None = None, root: str | os.PathLike = ".", pa
         if recipe.objective not in objectives:
             objectives.append(recipe.objective)
     for objective in objectives:
-        kind = OBJECTIVE_TOKENIZER[objective]
+        kind = tokenizer_kind(objective)
         if f"tokens_{kind}" not in stages:
             raise ConfigError(f"dataset.objectives: {objective!r} reads {kind} tokens, but {kind!r} is not in tokenizer.kinds")
         add(Stage(
@@ -245,7 +245,7 @@ def build_stages(params: Params | None = None, root: str | os.PathLike = ".", pa
     from .training.recipes import finetune_dir, task_slug
 
     for arch, recipe in recipes.items():
-        kind = OBJECTIVE_TOKENIZER[recipe.objective]
+        kind = tokenizer_kind(recipe.objective)
         recipe_path = rel(Path(params.train.recipes) / f"{arch}.yaml")
         pre_out = rel(Path(params.train.output) / arch / "pretrain")
         add(Stage(

@@ -9,7 +9,7 @@ import numpy as np
 from ..config import Params
 from ..layout import token_store_dir, tokenizer_dir
 from ..objectives.base import Corpus, Document, Objective, ObjectiveError, Vocab, rng_for
-from ..objectives.registry import OBJECTIVE_TOKENIZER, OBJECTIVES
+from ..objectives.registry import OBJECTIVES, tokenizer_kind
 from ..token_flags import SENTENCE_START, WORD_START
 from ..tokenization.store import SplitArrays, TokenStore
 
@@ -40,7 +40,7 @@ def open_objective(params: Params, name: str, split: str = "train") -> Objective
     """The objective ``name`` over ``split`` of its tokenizer kind's token store."""
     if name not in OBJECTIVES:
         raise ObjectiveError(f"unknown objective {name!r}; known: {', '.join(sorted(OBJECTIVES))}")
-    kind = OBJECTIVE_TOKENIZER[name]
+    kind = tokenizer_kind(name)
     tok_dir = tokenizer_dir(params, kind)
     vocab = Vocab.from_tokenizer(tok_dir)
     corpus = store_corpus(token_store_dir(params, kind), split, tokenizer=tok_dir)

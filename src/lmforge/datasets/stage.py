@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 from .. import __version__
 from ..config import Params
 from ..objectives.base import IGNORE_INDEX, ObjectiveError
-from ..objectives.registry import OBJECTIVE_TOKENIZER
+from ..objectives.registry import tokenizer_kind
 from .open import ObjectiveDataset, open_objective
 
 _HIST_BINS = [0, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 1 << 62]
@@ -85,7 +85,7 @@ def generic_statistics(examples: list[dict[str, np.ndarray]]) -> dict[str, Any]:
 
 def _fingerprint(params: Params, name: str) -> str:
     """The token store it reads (its manifest names the tokenizer and the corpus) and the settings."""
-    store = Path(params.tokenize.output) / OBJECTIVE_TOKENIZER[name] / "manifest.json"
+    store = Path(params.tokenize.output) / tokenizer_kind(name) / "manifest.json"
     items = [__version__, name, store.read_text(encoding="utf-8") if store.exists() else None,
              params.dataset.mode, params.dataset.seed, params.dataset.statistics_examples,
              getattr(params.dataset, name).model_dump(mode="json")]
@@ -108,7 +108,7 @@ def build_dataset(params: Params, name: str, log: Callable[[str], None] = print)
     tmp.mkdir(parents=True)
     summary: dict[str, Any] = {
         "objective": name,
-        "tokenizer_kind": OBJECTIVE_TOKENIZER[name],
+        "tokenizer_kind": tokenizer_kind(name),
         "mode": cfg.mode,
         "seed": cfg.seed,
         "config": getattr(cfg, name).model_dump(mode="json"),

@@ -137,8 +137,9 @@ class Objective(ABC):
     """One pretraining objective over a corpus: an example index and a seeded example builder.
 
     Subclasses set ``name``, ``family`` (which feature converter pads them: ``encoder``,
-    ``decoder`` or ``encoder_decoder``), ``Config`` (a ``StrictModel`` of the objective's
-    parameters, with the reference values as defaults) and implement ``__len__`` and
+    ``decoder`` or ``encoder_decoder``), ``tokenizer_kind`` (whose token store it reads:
+    ``bpe``, ``wordpiece``, ``unigram`` or ``char``), ``Config`` (a ``StrictModel`` of the
+    objective's parameters, with the reference values as defaults) and implement ``__len__`` and
     ``example``. ``example`` must depend only on (corpus, vocab, config, index, rng): dynamic
     masking passes ``rng_for(seed, epoch, index)``. ``ordered`` objectives (Transformer-XL
     segments) must be consumed in index order, never shuffled.
@@ -146,6 +147,7 @@ class Objective(ABC):
 
     name: str = ""
     family: str = "encoder"
+    tokenizer_kind: str = ""
     ordered: bool = False
     Config: type = object
 

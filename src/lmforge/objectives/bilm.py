@@ -71,6 +71,7 @@ class BidirectionalLM(Objective):
     """ELMo's forward + backward LM over character-encoded sentences."""
 
     name = "bilm"
+    tokenizer_kind = "char"  # ELMo
     family = "encoder"
     Config = BidirectionalLMConfig
 

@@ -83,6 +83,7 @@ class CausalLM(Objective):
     """Contiguous ``block_size`` blocks of the eos-separated corpus stream; labels == inputs."""
 
     name = "clm"
+    tokenizer_kind = "bpe"  # GPT
     family = "decoder"
     Config = CausalLMConfig
 

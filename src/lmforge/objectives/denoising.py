@@ -246,6 +246,7 @@ class Denoising(Objective):
     """BART's pretraining objective over chunks of the corpus (see the module docstring)."""
 
     name = NAME
+    tokenizer_kind = "bpe"  # BART
     family = "encoder_decoder"
 
     class Config(StrictModel):

@@ -238,6 +238,7 @@ class MLM(_MaskedLM):
     """BERT masked LM over chunks of ``max_length - 2`` tokens: ``[CLS] tokens [SEP]``."""
 
     name = "mlm"
+    tokenizer_kind = "wordpiece"  # BERT
 
     class Config(MaskingConfig):
         masking: str = "token"
@@ -360,6 +361,7 @@ class MLMNextSentence(_SentencePair):
     """BERT: MLM + next-sentence prediction (0 = IsNext, 1 = NotNext, 50/50)."""
 
     name = "mlm_nsp"
+    tokenizer_kind = "wordpiece"  # BERT
     pair_label = "next_sentence_label"
     positive_name = "not_next"
 
@@ -412,6 +414,7 @@ class MLMSentenceOrder(_SentencePair):
     both segments always come from the same document."""
 
     name = "mlm_sop"
+    tokenizer_kind = "unigram"  # ALBERT
     pair_label = "sentence_order_label"
     positive_name = "swapped"
 
@@ -499,6 +502,7 @@ class KnowledgeMLM(_MaskedLM):
     """ERNIE 1.0: masking whole basic (word), phrase and entity units, one level per example."""
 
     name = "knowledge_mlm"
+    tokenizer_kind = "wordpiece"  # ERNIE 1.0
 
     class Config(MaskingConfig):
         exact_count: bool = False  # ERNIE: each unit independently with p = mask_rate

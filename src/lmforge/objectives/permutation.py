@@ -178,6 +178,7 @@ class PermutationLM(Objective):
     """XLNet's permutation LM over sentence-aligned pieces of documents."""
 
     name = "permutation"
+    tokenizer_kind = "unigram"  # XLNet
     family = "encoder"
     Config = PermutationLMConfig
 

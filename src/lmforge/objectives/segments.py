@@ -51,6 +51,7 @@ class Segments(Objective):
     """Row ``b`` of batch ``t`` of Transformer-XL's ordered stream iterator."""
 
     name = "segments"
+    tokenizer_kind = "bpe"  # Transformer-XL
     family = "decoder"
     ordered = True
     Config = SegmentsConfig

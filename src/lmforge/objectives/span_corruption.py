@@ -193,6 +193,7 @@ class SpanCorruption(Objective):
     """T5's pretraining objective over chunks of the corpus (see the module docstring)."""
 
     name = NAME
+    tokenizer_kind = "unigram"  # T5, Switch
     family = "encoder_decoder"
 
     class Config(StrictModel):

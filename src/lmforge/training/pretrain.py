@@ -25,7 +25,7 @@ from ..evaluation.intrinsic import evaluate_lm, target_counts, tokenizer_bytes_p
 from ..models.registry import PRESET_ARCHITECTURE, build_model, preset_config
 from ..objectives.base import Vocab
 from ..datasets.open import open_objective
-from ..objectives.registry import OBJECTIVE_TOKENIZER
+from ..objectives.registry import tokenizer_kind
 from .data import ObjectiveDataModule
 from .module import LMForgeModule
 from .recipes import Recipe, load_recipe, size_recipe
@@ -63,7 +63,7 @@ def run_pretrain(params: Params, arch: str, *, log: Callable[[str], None] = prin
     size = size_recipe(params, recipe)
     optim = size.pretrain
     out_dir = Path(params.train.output) / arch / "pretrain"
-    kind = OBJECTIVE_TOKENIZER[recipe.objective]
+    kind = tokenizer_kind(recipe.objective)
     tok_dir = Path(params.tokenizer.output) / kind
     store_manifest = Path(params.tokenize.output) / kind / "manifest.json"
     if not store_manifest.exists():
