@@ -43,22 +43,13 @@ import pyarrow.parquet as pq
 import xxhash
 
 from .. import __version__
+from ..artifacts import atomic_write_bytes, atomic_write_json, fingerprint, finished, sha256_file, staged_dir
 from ..config import CleanConfig
 from ..corpus.document import SCHEMA, CorpusError, Document
 from ..corpus.sources import InputReport, iter_documents
 from . import minhash as mh
 from .filters import build_steps
-from .storage import (
-    atomic_write_bytes,
-    atomic_write_json,
-    is_done,
-    load_partition,
-    mark_done,
-    save_npy,
-    save_partitioned,
-    sha256_file,
-    write_parquet,
-)
+from .storage import is_done, load_partition, mark_done, save_npy, save_partitioned, write_parquet
 from .text import split_sentences
 from .urls import normalize_url
 
@@ -466,7 +457,7 @@ class CleanResult:
 
 def _fingerprint(cfg: CleanConfig) -> str:
     """Identifies the inputs and parameters: work left by a run with another fingerprint is discarded."""
-    items: list[Any] = [__version__, cfg.model_dump(mode="json", exclude={"workers", "keep_work", "output"})]
+    items: list[Any] = [cfg.model_dump(mode="json", exclude={"workers", "keep_work", "output"})]
     for spec in cfg.inputs:
         p = Path(spec)
         if p.is_file():
@@ -480,7 +471,7 @@ def _fingerprint(cfg: CleanConfig) -> str:
             items.append([spec, sys.version])  # the demo corpus changes with the interpreter
         else:
             items.append(spec)
-    return hashlib.sha256(json.dumps(items, sort_keys=True).encode()).hexdigest()
+    return fingerprint(*items)
 
 
 def _ingest(cfg: CleanConfig, wd: Path, log: Callable[[str], None]) -> dict[str, Any]:
@@ -536,20 +527,18 @@ def run_clean(cfg: CleanConfig, log: Callable[[str], None] = print) -> CleanResu
     t0 = time.perf_counter()
     output = Path(cfg.output)
     wd = output / ".work"
-    fingerprint = _fingerprint(cfg)
-    stats_path = output / "stats.json"
-    if stats_path.exists() and not wd.exists():
-        prev = json.loads(stats_path.read_text(encoding="utf-8"))
-        if prev.get("fingerprint") == fingerprint and _outputs_intact(output, prev):
-            log(f"clean: {output} is up to date (same inputs and parameters)")
-            return CleanResult(output, prev, time.perf_counter() - t0, skipped=True)
+    fp = _fingerprint(cfg)
+    prev = None if wd.exists() else finished(output / "stats.json", fp, intact=lambda stats: _outputs_intact(output, stats))
+    if prev is not None:
+        log(f"clean: {output} is up to date (same inputs and parameters)")
+        return CleanResult(output, prev, time.perf_counter() - t0, skipped=True)
     fp_path = wd / "fingerprint"
-    if wd.exists() and (not fp_path.exists() or fp_path.read_text().strip() != fingerprint):
+    if wd.exists() and (not fp_path.exists() or fp_path.read_text().strip() != fp):
         log("clean: discarding unfinished work from a run with other inputs or parameters")
         shutil.rmtree(wd)
     if not wd.exists():
         wd.mkdir(parents=True)
-        atomic_write_bytes(fp_path, fingerprint.encode())
+        atomic_write_bytes(fp_path, fp.encode())
     build_steps(cfg)  # fail fast on a bad word list or a missing language backend
 
     manifest = _ingest(cfg, wd, log)
@@ -597,23 +586,21 @@ def run_clean(cfg: CleanConfig, log: Callable[[str], None] = print) -> CleanResu
                     near_drops[o] = root
             log(f"near dedup: {len(near_drops)} near-duplicates")
 
-        output.mkdir(parents=True, exist_ok=True)
         (wd / "final").mkdir(exist_ok=True)
         per_shard: list[dict[int, int]] = [{} for _ in range(n_shards)]
         for o, root in near_drops.items():
             per_shard[o // cfg.shard_size][o] = root
         run_all(_write_final, [(str(wd), s, source, per_shard[s], cfg.dropped_samples) for s in range(n_shards)])
 
-    # Publish: move the shards into place, then stats.json last (it lists the shards'
-    # checksums, so a run stopped half-way through publishing is never taken as complete).
-    for stale in output.glob("shard-*.parquet"):
-        if int(stale.stem.split("-")[1]) >= n_shards:  # left by an earlier, larger run
-            stale.unlink()
-    for s in range(n_shards):
-        os.replace(wd / "final" / f"{_shard_name(s)}.parquet", output / f"{_shard_name(s)}.parquet")
-    stats = _final_stats(cfg, wd, output, manifest, n_shards, source, fingerprint)
-    if not cfg.keep_work:
-        shutil.rmtree(wd)
+    # Publish: the shards, stats.json and the dropped samples go into a staged folder that
+    # replaces the output whole. The work folder (inside the old output) goes with it, unless
+    # it is to be kept.
+    with staged_dir(output) as staged:
+        for s in range(n_shards):
+            os.replace(wd / "final" / f"{_shard_name(s)}.parquet", staged / f"{_shard_name(s)}.parquet")
+        stats = _final_stats(cfg, wd, staged, manifest, n_shards, source, fp)
+        if cfg.keep_work:
+            os.replace(wd, staged / wd.name)
     return CleanResult(output, stats, time.perf_counter() - t0)
 
 
@@ -625,7 +612,7 @@ def _outputs_intact(output: Path, stats: dict[str, Any]) -> bool:
     return bool(stats.get("shards"))
 
 
-def _final_stats(cfg, wd: Path, output: Path, manifest, n_shards: int, source: str, fingerprint: str) -> dict[str, Any]:
+def _final_stats(cfg, wd: Path, output: Path, manifest, n_shards: int, source: str, fp: str) -> dict[str, Any]:
     phase_dirs = ["filter"] + (["dedup"] if source == "dedup" else []) + ["final"]
     paths = []
     for d in phase_dirs:
@@ -650,13 +637,11 @@ def _final_stats(cfg, wd: Path, output: Path, manifest, n_shards: int, source: s
         "lines_removed": dict(sorted(merged.lines.items())),
         "inputs": manifest["inputs"],
         "shards": shards,
-        "fingerprint": fingerprint,
+        "fingerprint": fp,
         "params": cfg.model_dump(mode="json", exclude={"workers", "keep_work"}),
         "lmforge_version": __version__,
     }
     dropped_dir = output / "dropped"
-    if dropped_dir.exists():
-        shutil.rmtree(dropped_dir)
     for reason, items in sorted(merged.samples.items()):
         data = "".join(json.dumps(i, sort_keys=True, ensure_ascii=False) + "\n" for i in items)
         atomic_write_bytes(dropped_dir / f"{reason}.jsonl", data.encode("utf-8"))

@@ -16,10 +16,7 @@ objective and writes ``<output>/<objective>/``:
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,7 +26,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .. import __version__
+from ..artifacts import fingerprint, finished, staged_dir
 from ..config import Params
+from ..layout import dataset_dir, token_store_dir
 from ..objectives.base import IGNORE_INDEX, ObjectiveError
 from ..objectives.registry import tokenizer_kind
 from .open import ObjectiveDataset, open_objective
@@ -85,27 +84,21 @@ def generic_statistics(examples: list[dict[str, np.ndarray]]) -> dict[str, Any]:
 
 def _fingerprint(params: Params, name: str) -> str:
     """The token store it reads (its manifest names the tokenizer and the corpus) and the settings."""
-    store = Path(params.tokenize.output) / tokenizer_kind(name) / "manifest.json"
-    items = [__version__, name, store.read_text(encoding="utf-8") if store.exists() else None,
-             params.dataset.mode, params.dataset.seed, params.dataset.statistics_examples,
-             getattr(params.dataset, name).model_dump(mode="json")]
-    return hashlib.sha256(json.dumps(items, sort_keys=True).encode()).hexdigest()
+    store = token_store_dir(params, tokenizer_kind(name)) / "manifest.json"
+    return fingerprint(name, store.read_text(encoding="utf-8") if store.exists() else None,
+                       params.dataset.mode, params.dataset.seed, params.dataset.statistics_examples,
+                       getattr(params.dataset, name).model_dump(mode="json"))
 
 
 def build_dataset(params: Params, name: str, log: Callable[[str], None] = print) -> dict[str, Any]:
     """The dataset stage for one objective: statistics, and the examples in static mode."""
     cfg = params.dataset
-    out = Path(cfg.output) / name
-    fingerprint = _fingerprint(params, name)
-    if (out / "stats.json").exists():
-        prev = json.loads((out / "stats.json").read_text(encoding="utf-8"))
-        if prev.get("fingerprint") == fingerprint:
-            log(f"dataset {name}: up to date")
-            return prev
-    tmp = out.parent / f".{name}.tmp-{os.getpid()}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
+    out = dataset_dir(params, name)
+    fp = _fingerprint(params, name)
+    prev = finished(out / "stats.json", fp)
+    if prev is not None:
+        log(f"dataset {name}: up to date")
+        return prev
     summary: dict[str, Any] = {
         "objective": name,
         "tokenizer_kind": tokenizer_kind(name),
@@ -113,28 +106,25 @@ def build_dataset(params: Params, name: str, log: Callable[[str], None] = print)
         "seed": cfg.seed,
         "config": getattr(cfg, name).model_dump(mode="json"),
         "lmforge_version": __version__,
-        "fingerprint": fingerprint,
+        "fingerprint": fp,
         "splits": {},
     }
-    for split in ("train", "validation"):
-        objective = open_objective(params, name, split)
-        n = len(objective)
-        if n == 0:
-            if split == "train":
-                shutil.rmtree(tmp)
-                raise ObjectiveError(f"{name}: the {split} split yields no examples (corpus too small for the sequence length?)")
-            continue
-        data = ObjectiveDataset(objective, seed=cfg.seed, epoch=0)
-        measured = n if cfg.mode == "static" else min(n, cfg.statistics_examples)
-        examples = [data[i] for i in range(measured)]
-        stats = {"examples_per_epoch": n, **generic_statistics(examples), **objective.statistics(examples)}
-        if cfg.mode == "static":
-            pq.write_table(_examples_table(examples), tmp / f"{split}.parquet", compression="zstd")
-        summary["splits"][split] = stats
-        log(f"dataset {name} ({split}): {n} examples per epoch, "
-            f"{stats.get('labels_per_input_token', 0):.3f} labels per input token")
-    (tmp / "stats.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    if out.exists():
-        shutil.rmtree(out)
-    os.replace(tmp, out)
+    with staged_dir(out) as tmp:
+        for split in ("train", "validation"):
+            objective = open_objective(params, name, split)
+            n = len(objective)
+            if n == 0:
+                if split == "train":
+                    raise ObjectiveError(f"{name}: the {split} split yields no examples (corpus too small for the sequence length?)")
+                continue
+            data = ObjectiveDataset(objective, seed=cfg.seed, epoch=0)
+            measured = n if cfg.mode == "static" else min(n, cfg.statistics_examples)
+            examples = [data[i] for i in range(measured)]
+            stats = {"examples_per_epoch": n, **generic_statistics(examples), **objective.statistics(examples)}
+            if cfg.mode == "static":
+                pq.write_table(_examples_table(examples), tmp / f"{split}.parquet", compression="zstd")
+            summary["splits"][split] = stats
+            log(f"dataset {name} ({split}): {n} examples per epoch, "
+                f"{stats.get('labels_per_input_token', 0):.3f} labels per input token")
+        (tmp / "stats.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return summary

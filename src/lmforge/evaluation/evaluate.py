@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Params
-from ..cleaning.storage import atomic_write_json
+from ..artifacts import atomic_write_json
 
 
 def _read(path: Path) -> dict | None:

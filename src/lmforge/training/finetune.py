@@ -27,7 +27,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..cleaning.storage import atomic_write_json, sha256_file
+from ..artifacts import atomic_write_json, sha256_file
 from ..config import ConfigError, Params
 from ..finetuning import baselines, features
 from ..finetuning.tasks import load_task

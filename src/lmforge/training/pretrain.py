@@ -19,7 +19,7 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 
-from ..cleaning.storage import atomic_write_json
+from ..artifacts import atomic_write_json
 from ..config import ConfigError, Params
 from ..evaluation.intrinsic import evaluate_lm, target_counts, tokenizer_bytes_per_token
 from ..models.registry import PRESET_ARCHITECTURE, build_model, preset_config
