@@ -6,9 +6,11 @@ from .base import ObjectiveError
 from .bilm import BidirectionalLM
 from .clm import CausalLM
 from .denoising import Denoising
-from .mlm import MLM, KnowledgeMLM, MLMNextSentence, MLMSentenceOrder
+from .knowledge_masking import KnowledgeMLM
+from .mlm import MLM
 from .permutation import PermutationLM
 from .segments import Segments
+from .sentence_pairs import MLMNextSentence, MLMSentenceOrder
 from .span_corruption import SpanCorruption
 
 OBJECTIVES = {
