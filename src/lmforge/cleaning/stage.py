@@ -1,23 +1,7 @@
-"""The clean stage: sources -> C4 rules, language ID, bad words -> line dedup -> MinHash dedup.
-
-Phases (each resumable; a phase's per-shard outputs carry a checksummed completion marker):
-
-1. ingest       read the inputs in a stable order into Parquet shards of ``shard_size``
-                documents; every document gets a global ordinal (its position).
-2. url dedup    normalise URLs, keep the newest crawl per URL (C4 dedups URLs before cleaning).
-3. filter       per shard, in parallel: page length, the C4 line/page rules, language, bad words.
-4. line dedup   C4 as published: a line (md5 of the stripped, lower-cased line) is kept only in
-                the page whose URL hash sorts first, repeats inside a page are dropped, then
-                pages are re-checked for ``min_sentences``. Or three-sentence spans, or off.
-                Line records are partitioned by hash on disk; each partition is reduced alone.
-5. near dedup   MinHash LSH over word n-grams; signatures and band keys streamed to disk per
-                shard, candidates found per (band, partition), verified, clustered with
-                union-find; the first document of each cluster is kept.
-6. write        final Parquet shards, ``stats.json`` and samples of dropped documents.
-
-Memory is bounded by a shard or a partition, never the corpus. A run killed at any point and
-started again with the same inputs and parameters redoes only unfinished work and writes
-byte-identical outputs.
+"""The clean stage: ingest -> URL dedup -> the C4 rules, language ID, bad words -> line dedup ->
+MinHash near-dup dedup -> the final shards and ``stats.json``. This module runs the phases
+(each resumable, shard by shard or partition by partition, in a process pool); the
+cross-document passes are in ``dedup/``. See docs/CLEANING.md.
 """
 
 from __future__ import annotations

@@ -1,17 +1,5 @@
-"""The dataset stage: an objective over a token store, measured and (in static mode) on disk.
-
-``lmforge dataset <objective>`` opens the store of the objective's tokenizer kind, builds the
-objective and writes ``<output>/<objective>/``:
-
-- ``stats.json``: examples per epoch, the generic numbers (sequence-length histogram, the
-  fraction of positions with a label, target lengths) and the objective's own defining numbers
-  (realised mask rate, 80/10/10 split, span lengths, label balance, ...), measured on the
-  examples of epoch 0 (all of them in static mode, the first ``statistics_examples`` in
-  dynamic mode);
-- in ``static`` mode, ``train.parquet`` (and ``validation.parquet``): every example of epoch 0,
-  so a run can be reproduced from the file alone. In the default ``dynamic`` mode nothing else
-  is materialised: masks are re-drawn every epoch from ``rng_for(seed, epoch, index)``, so any
-  example of any epoch can be rebuilt exactly without storing it.
+"""The dataset stage: an objective over its token store, measured (``stats.json``) and, in
+static mode, written out (epoch 0's examples as Parquet). See docs/OBJECTIVES.md.
 """
 
 from __future__ import annotations

@@ -4,14 +4,12 @@ Layout of ``<output>/<kind>/``::
 
     manifest.json                 kind, tokenizer hash, dtype, per-split counts, file sizes and sha256
     <split>/tokens.bin            token ids (uint16 when the vocabulary fits, else uint32)
-    <split>/flags.bin             uint8 per token: bit 0 word start, bit 1 sentence start
+    <split>/flags.bin             uint8 per token: the bits of ``lmforge.token_flags``
     <split>/doc_offsets.bin       int64, documents + 1 entries: document d is tokens[off[d]:off[d+1]]
     <split>/doc_ids.jsonl         one JSON string per document, in order
 
-Word starts come from the tokenizer's word ids (its pre-tokenisation), sentence starts from the
-character offsets of the tokens and the sentence splitter, never from a spelling convention
-such as WordPiece's ``##``. Documents are split by a stable hash of their id. Encoding streams
-in batches (the Rust engine encodes each batch on all cores), so memory is bounded by a batch.
+Word starts come from the tokenizer's word ids, sentence starts from the tokens' character
+offsets and the sentence splitter, never from a spelling such as WordPiece's ``##``.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""Near-duplicate dedup: MinHash signatures and LSH banding over word n-grams of normalised text.
-
-Each n-gram is hashed to 64 bits (xxh64); permutation ``i`` is simulated by xor-ing a seeded
-64-bit constant and applying the splitmix64 finaliser, a bijection on 64-bit integers with
-full avalanche, so the minimum over a document's n-grams is a proper MinHash. With ``b``
-bands of ``r`` rows a pair with Jaccard ``s`` becomes a candidate with probability
-``1 - (1 - s**r)**b`` (14 x 8: 0.92 at s = 0.8, 0.05 at s = 0.5); candidates are then checked
-against the full signature (``verify_threshold``), which removes most false positives.
+"""Near-duplicate dedup: MinHash signatures and LSH banding over word n-grams of normalised text,
+candidates verified against the full signature and clustered with union-find (the first
+document of a cluster is kept). See docs/CLEANING.md for the hashing and the band arithmetic.
 """
 
 from __future__ import annotations
