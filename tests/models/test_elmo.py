@@ -13,7 +13,7 @@ from lmforge.models.layers import ConfigError, count_parameters
 from lmforge.objectives.base import Corpus, Document, Vocab
 from lmforge.objectives.bilm import BidirectionalLM
 from lmforge.objectives.features import pad_batch
-from lmforge.tokenization import chars
+from lmforge import chars
 from lmforge.chars import EOW_CHAR, PAD_CHAR, char_table, encode_word
 
 # torch's CPU build falls back from oneDNN for LSTMs with projections: expected, not a problem
