@@ -266,6 +266,11 @@ def tokenizer_sha256(directory: Path) -> str:
     return sha256_file(directory / "tokenizer.json")
 
 
+def _intact(out: Path, metrics: dict[str, Any]) -> bool:
+    """The tokenizer in ``out`` is still the one its metrics.json names."""
+    return (out / "tokenizer.json").exists() and metrics.get("tokenizer_sha256") == tokenizer_sha256(out)
+
+
 def run_tokenizers(params: Params, kinds: list[str] | None = None, log: Callable[[str], None] = print) -> dict[str, dict]:
     """Train every requested kind; a kind whose inputs and settings are unchanged is kept."""
     cfg = params.tokenizer
@@ -276,8 +281,7 @@ def run_tokenizers(params: Params, kinds: list[str] | None = None, log: Callable
     for kind in kinds or cfg.kinds:
         out = tokenizer_dir(params, kind)
         fp = _fingerprint(params, kind)
-        prev = finished(out / "metrics.json", fp, intact=lambda m, out=out: (out / "tokenizer.json").exists()
-                        and m.get("tokenizer_sha256") == tokenizer_sha256(out))
+        prev = finished(out / "metrics.json", fp, intact=lambda metrics: _intact(out, metrics))
         if prev is not None:
             log(f"tokenizer {kind}: up to date")
             results[kind] = prev
