@@ -29,7 +29,7 @@ import torch
 from lmforge.cleaning.stage import run_clean
 from lmforge.config import Params
 from lmforge.objectives.base import Corpus, Document, Vocab, rng_for
-from lmforge.objectives.dataset import ObjectiveDataset, open_objective
+from lmforge.datasets.open import ObjectiveDataset, open_objective, store_corpus
 from lmforge.objectives.features import pad_batch
 from lmforge.objectives.permutation import PermutationLM
 from lmforge.objectives.registry import OBJECTIVES
@@ -116,7 +116,7 @@ def main() -> None:
 
         # 2. Permutation vs DataCollatorForPermutationLanguageModeling ------------------------
         uni = Vocab.from_tokenizer(f"{tmp}/tok/unigram")
-        store = Corpus.from_store(f"{tmp}/tokens/unigram", "train")
+        store = store_corpus(f"{tmp}/tokens/unigram", "train")
         blocks = []
         for d in range(len(store)):
             doc = store[d]

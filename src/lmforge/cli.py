@@ -10,7 +10,7 @@ from collections.abc import Callable
 import click
 
 from .config import ARCHITECTURE_NAMES, ConfigError, Params, load_params
-from .objectives.registry import OBJECTIVES
+from .objectives.registry import OBJECTIVES, tokenizer_kind
 from .tokenization.kinds import KINDS as TOKENIZER_KINDS
 from .errors import LmforgeError
 
@@ -145,9 +145,7 @@ def dataset(objectives, mode, params_path, overrides) -> None:
     flags = list(overrides) + ([f"dataset.mode={mode}"] if mode else [])
     params = _params(params_path, flags)
     wanted = list(objectives) or list(params.dataset.objectives)
-    from .objectives.registry import OBJECTIVE_TOKENIZER
-
-    kinds = list(dict.fromkeys([*params.tokenizer.kinds, *(OBJECTIVE_TOKENIZER[o] for o in wanted)]))
+    kinds = list(dict.fromkeys([*params.tokenizer.kinds, *(tokenizer_kind(o) for o in wanted)]))
     _run_stages(_narrowed(params, train=_NO_TRAINING, dataset={"objectives": wanted}, tokenizer={"kinds": kinds}),
                 lambda s: s.kind == "dataset")
 

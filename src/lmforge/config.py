@@ -15,7 +15,9 @@ from pydantic import Field, ValidationError, field_validator
 
 from .errors import ConfigError
 from .models.registry import ARCHITECTURES
+from .objectives.registry import OBJECTIVES
 from .schema import StrictModel
+from .tokenization.kinds import KINDS as TOKENIZER_KINDS
 
 
 _Strict = StrictModel
@@ -231,13 +233,13 @@ class SplitConfig(_Strict):
         return value
 
 
-TokenizerKind = Literal["bpe", "wordpiece", "unigram", "char"]
+TokenizerKind = Literal[TOKENIZER_KINDS]  # the kinds of tokenization/kinds.py
 
 
 class TokenizerConfig(_Strict):
     input: str | None = Field(None, description="clean Parquet shards; null: clean.output")
     output: str = "data/tokenizers"
-    kinds: list[TokenizerKind] = Field(["bpe", "wordpiece", "unigram", "char"], min_length=1)
+    kinds: list[TokenizerKind] = Field(list(TOKENIZER_KINDS), min_length=1)
     max_training_documents: int | None = Field(None, ge=1)
     bpe: BpeConfig = BpeConfig()
     wordpiece: WordPieceConfig = WordPieceConfig()
@@ -252,8 +254,6 @@ class TokenizeConfig(_Strict):
 
 
 def _objective_config(name: str):
-    from .objectives.registry import OBJECTIVES
-
     return OBJECTIVES[name].Config
 
 
@@ -284,8 +284,6 @@ class DatasetConfig(_Strict):
     @field_validator("objectives")
     @classmethod
     def _known(cls, value: list[str]) -> list[str]:
-        from .objectives.registry import OBJECTIVES
-
         unknown = [v for v in value if v not in OBJECTIVES]
         if unknown:
             raise ValueError(f"unknown objective(s) {unknown}; known: {sorted(OBJECTIVES)}")

@@ -1,4 +1,7 @@
-"""The base of every typed configuration model: unknown keys are errors, assignments validated."""
+"""The base of every typed configuration model: unknown keys are errors, assignments validated.
+
+A leaf module: the objectives define their ``Config`` on it without importing ``config.py``,
+which embeds those Configs in ``params.yaml``'s schema."""
 
 from pydantic import BaseModel, ConfigDict
 

@@ -10,7 +10,7 @@ import random
 import numpy as np
 import pyarrow.parquet as pq
 
-from lmforge.cleaning import minhash as mh
+from lmforge.cleaning.dedup import minhash as mh
 from lmforge.cleaning.stage import run_clean
 from lmforge.cleaning.text import normalize_for_dedup
 from lmforge.config import CleanConfig

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from lmforge.cleaning.stage import run_clean
-from lmforge.cleaning.urls import normalize_url
+from lmforge.cleaning.dedup.urls import normalize_url
 from lmforge.config import CleanConfig
 from lmforge.corpus.document import CorpusError
 

@@ -1,6 +1,6 @@
 import pytest
 
-from lmforge.cleaning.urls import normalize_url
+from lmforge.cleaning.dedup.urls import normalize_url
 
 
 @pytest.mark.parametrize(

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lmforge.cleaning.storage import sha256_file
+from lmforge.artifacts import sha256_file
 
 from ..orchestration.conftest import tiny_params, write_corpus
 from ..orchestration.test_dvc import BIN, DATA, copy_tracked_files

@@ -14,7 +14,7 @@ from lmforge.finetuning.features import (
 from lmforge.finetuning.tasks import DEFAULT_TASK, Example, Task, load_task
 from lmforge.models.registry import build_model
 from lmforge.objectives.base import IGNORE_INDEX, Vocab
-from lmforge.tokenization.chars import BOS_CHAR, EOS_CHAR, encode_word, marker
+from lmforge.chars import BOS_CHAR, EOS_CHAR, encode_word, marker
 from lmforge.tokenization.kinds import ARCHITECTURE_TOKENIZER
 
 ARCHITECTURES = sorted(ARCHITECTURE_TOKENIZER)

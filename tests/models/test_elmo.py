@@ -13,8 +13,8 @@ from lmforge.models.layers import ConfigError, count_parameters
 from lmforge.objectives.base import Corpus, Document, Vocab
 from lmforge.objectives.bilm import BidirectionalLM
 from lmforge.objectives.features import pad_batch
-from lmforge.tokenization import chars
-from lmforge.tokenization.chars import EOW_CHAR, PAD_CHAR, char_table, encode_word
+from lmforge import chars
+from lmforge.chars import EOW_CHAR, PAD_CHAR, char_table, encode_word
 
 # torch's CPU build falls back from oneDNN for LSTMs with projections: expected, not a problem
 pytestmark = pytest.mark.filterwarnings("ignore:LSTM with projections is not supported with oneDNN")

@@ -4,7 +4,7 @@ import pytest
 from lmforge.objectives.base import IGNORE_INDEX, Corpus, Document, ObjectiveError, Vocab, rng_for
 from lmforge.objectives.bilm import BidirectionalLM, lm_labels, sentence_pieces
 from lmforge.objectives.features import pad_batch
-from lmforge.tokenization.chars import BOS_CHAR, EOS_CHAR, char_table
+from lmforge.chars import BOS_CHAR, EOS_CHAR, char_table
 
 WORDS = ["<pad>", "<unk>", "<S>", "</S>"] + [f"w{i}" + "x" * (i % 7) for i in range(996)]
 TABLE = char_table(WORDS, 12, "<S>", "</S>")

@@ -7,7 +7,8 @@ import pytest
 
 from lmforge.config import Params
 from lmforge.objectives.base import ObjectiveError, Vocab
-from lmforge.objectives.dataset import ObjectiveDataset, StaticDataset, build_dataset, open_objective
+from lmforge.datasets.open import ObjectiveDataset, open_objective
+from lmforge.datasets.stage import StaticDataset, build_dataset
 from lmforge.objectives.features import pad_batch
 from lmforge.objectives.registry import OBJECTIVE_TOKENIZER, OBJECTIVES
 from lmforge.tokenization.kinds import KINDS

@@ -15,15 +15,9 @@ import pytest
 
 from lmforge.objectives import masking
 from lmforge.objectives.base import IGNORE_INDEX, Corpus, Document, ObjectiveError, Vocab, rng_for
-from lmforge.objectives.mlm import (
-    MLM,
-    KnowledgeMLM,
-    MLMNextSentence,
-    MLMSentenceOrder,
-    _gram_hashes,
-    _truncation_counts,
-    _words,
-)
+from lmforge.objectives.knowledge_masking import KnowledgeMLM, _gram_hashes, _words
+from lmforge.objectives.mlm import MLM
+from lmforge.objectives.sentence_pairs import MLMNextSentence, MLMSentenceOrder, _truncation_counts
 
 VOCAB = Vocab(size=1000, pad=0, unk=1, cls=2, sep=3, mask=4, special_ids=frozenset({0, 1, 2, 3, 4}))
 SPECIALS = np.array(sorted(VOCAB.special_ids))

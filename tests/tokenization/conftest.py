@@ -5,7 +5,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from lmforge.cleaning.storage import sha256_file
+from lmforge.artifacts import sha256_file
 from lmforge.config import Params
 from lmforge.corpus.document import SCHEMA
 

@@ -7,7 +7,7 @@ import pytest
 from tokenizers import Tokenizer
 from transformers import PreTrainedTokenizerFast
 
-from lmforge.tokenization.chars import BOS_CHAR, BOW_CHAR, EOS_CHAR, EOW_CHAR, PAD_CHAR, encode_word
+from lmforge.chars import BOS_CHAR, BOW_CHAR, EOS_CHAR, EOW_CHAR, PAD_CHAR, encode_word
 from lmforge.tokenization.kinds import ARCHITECTURE_TOKENIZER, KINDS
 from lmforge.tokenization.train import _mark_internal, _unmark, run_tokenizers, train_kind
 

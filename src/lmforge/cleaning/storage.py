@@ -1,11 +1,10 @@
-"""Crash-safe files for the clean stage: atomic writes, verified completion markers, and
-records partitioned on disk so global steps (dedup) work one partition at a time."""
+"""The clean stage's work files: Parquet shards and NumPy arrays written atomically, verified
+completion markers, and records partitioned on disk so that the cross-document passes (dedup)
+work one partition at a time."""
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
+import io
 from pathlib import Path
 from typing import Any
 
@@ -13,46 +12,19 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def _tmp(path: Path) -> Path:
-    return path.with_name(f".{path.name}.tmp-{os.getpid()}")
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _tmp(path)
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
-def atomic_write_json(path: Path, obj: Any) -> None:
-    atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8"))
+from ..artifacts import atomic_write_bytes, atomic_write_json, read_json, sha256_file
 
 
 def write_parquet(path: Path, table: pa.Table) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _tmp(path)
-    pq.write_table(table, tmp, compression="zstd", row_group_size=4096)
-    os.replace(tmp, path)
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression="zstd", row_group_size=4096)
+    atomic_write_bytes(path, sink.getvalue().to_pybytes())
 
 
 def save_npy(path: Path, array: np.ndarray) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _tmp(path)
-    with open(tmp, "wb") as fh:
-        np.save(fh, array, allow_pickle=False)
-    os.replace(tmp, path)
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=False)
+    atomic_write_bytes(path, buffer.getvalue())
 
 
 # ----------------------------------------------------------------------------- completion markers
@@ -67,15 +39,15 @@ def mark_done(outputs: list[Path], marker: Path, extra: dict[str, Any] | None = 
 
 def is_done(marker: Path) -> dict[str, Any] | None:
     """The marker's content if it and every output it lists are intact, else None."""
-    if not marker.exists():
+    info = read_json(marker)
+    if info is None:
         return None
     try:
-        info = json.loads(marker.read_text(encoding="utf-8"))
         for name, digest in info["outputs"].items():
             p = marker.parent / name
             if not p.exists() or sha256_file(p) != digest:
                 return None
-    except (ValueError, KeyError, OSError):
+    except (KeyError, AttributeError, OSError):
         return None
     return info
 

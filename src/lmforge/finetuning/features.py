@@ -18,7 +18,7 @@ import numpy as np
 
 from ..objectives.base import Vocab
 from ..objectives.features import pad_batch
-from ..tokenization.chars import BOS_CHAR, EOS_CHAR, encode_word, marker
+from ..chars import BOS_CHAR, EOS_CHAR, encode_word, marker
 from ..tokenization.kinds import ARCHITECTURE_TOKENIZER
 from .tasks import Example, Task
 from ..errors import LmforgeError

@@ -104,30 +104,17 @@ class Document:
 
 
 class Corpus:
-    """Documents by index: a token store split, or an in-memory list (tests, benchmarks)."""
+    """Documents by index: what an objective reads. This one holds a list (tests, benchmarks);
+    ``lmforge.datasets.open.StoreCorpus`` reads a token store split."""
 
-    def __init__(self, documents: Sequence[Document] | None = None, split=None):
-        self._docs = list(documents) if documents is not None else None
-        self._split = split
-
-    @classmethod
-    def from_store(cls, store_dir: str | Path, split: str = "train", tokenizer: str | Path | None = None) -> Corpus:
-        from ..tokenization.store import TokenStore
-
-        return cls(split=TokenStore(store_dir, tokenizer=tokenizer).split(split))
+    def __init__(self, documents: Sequence[Document] = ()):
+        self._docs = list(documents)
 
     def __len__(self) -> int:
-        return len(self._docs) if self._docs is not None else self._split.documents
+        return len(self._docs)
 
     def __getitem__(self, d: int) -> Document:
-        if self._docs is not None:
-            return self._docs[d]
-        from ..tokenization.store import SENTENCE_START, WORD_START
-
-        s = self._split
-        lo, hi = int(s.doc_offsets[d]), int(s.doc_offsets[d + 1])
-        flags = np.asarray(s.flags[lo:hi])
-        return Document(np.asarray(s.tokens[lo:hi], dtype=np.int64), (flags & WORD_START) > 0, (flags & SENTENCE_START) > 0, d)
+        return self._docs[d]
 
 
 def rng_for(seed: int, epoch: int, index: int) -> np.random.Generator:
@@ -150,8 +137,9 @@ class Objective(ABC):
     """One pretraining objective over a corpus: an example index and a seeded example builder.
 
     Subclasses set ``name``, ``family`` (which feature converter pads them: ``encoder``,
-    ``decoder`` or ``encoder_decoder``), ``Config`` (a ``StrictModel`` of the objective's
-    parameters, with the reference values as defaults) and implement ``__len__`` and
+    ``decoder`` or ``encoder_decoder``), ``tokenizer_kind`` (whose token store it reads:
+    ``bpe``, ``wordpiece``, ``unigram`` or ``char``), ``Config`` (a ``StrictModel`` of the
+    objective's parameters, with the reference values as defaults) and implement ``__len__`` and
     ``example``. ``example`` must depend only on (corpus, vocab, config, index, rng): dynamic
     masking passes ``rng_for(seed, epoch, index)``. ``ordered`` objectives (Transformer-XL
     segments) must be consumed in index order, never shuffled.
@@ -159,6 +147,7 @@ class Objective(ABC):
 
     name: str = ""
     family: str = "encoder"
+    tokenizer_kind: str = ""
     ordered: bool = False
     Config: type = object
 

@@ -1,29 +1,6 @@
-"""Bidirectional language modelling (ELMo): a forward and a backward LM over the same tokens.
-
-Reads the word-level ("char" kind) token store: one token per word, sentence starts flagged.
-Each example is one sentence wrapped in the sentence markers, ``<S> w1 ... wn </S>`` (the
-vocabulary's bos and eos). A sentence longer than ``max_length - 2`` words is cut into pieces
-of at most ``max_length`` positions; only the true sentence start gets ``<S>`` and only the
-true end gets ``</S>``, so the model never learns a sentence boundary that is not there.
-
-Example keys (int64; ``L <= max_length``, ``C`` = the table's characters per token):
-
-- ``input_ids`` [L]: word ids (the shared softmax's vocabulary);
-- ``char_ids`` [L, C]: ``vocab.char_table[input_ids]``, the bilm character encoding
-  (``tokenization/chars.py``) the character CNN reads;
-- ``labels`` [L]: forward targets, ``labels[i] = input_ids[i + 1]``, -100 at the last position;
-- ``backward_labels`` [L]: backward targets, ``backward_labels[i] = input_ids[i - 1]``, -100 at
-  the first position. This equals bilm-tf's backward LM, which reads the reversed sentence
-  ``</S> wn ... w1 <S>`` and predicts its next token: reversing ``input_ids`` and taking next
-  tokens gives ``backward_labels`` reversed. The two losses are summed (softmax shared).
-
-Both label arrays are aligned to ``input_ids`` (neither is pre-reversed), so the model's
-forward LSTM reads positions 0..L-1 and its backward LSTM L-1..0 over the same ``char_ids``.
-
-``max_length`` defaults to 64 positions. bilm-tf trains with ``unroll_steps = 20`` but on a
-stateful LSTM whose state carries across batches over a continuous stream of sentences; our
-examples are independent sentences, and a 20-position window would cut most sentences (English
-averages ~20-25 words) away from their own context. 64 keeps nearly every sentence whole.
+"""Bidirectional language modelling (ELMo): one sentence per example, ``<S> w1 ... wn </S>``,
+with forward ``labels`` and ``backward_labels`` both aligned to ``input_ids``, and each word's
+characters (``char_ids``). See docs/OBJECTIVES.md.
 """
 
 from __future__ import annotations
@@ -35,7 +12,7 @@ from .base import IGNORE_INDEX, Corpus, Objective, ObjectiveError, Vocab, check_
 
 
 class BidirectionalLMConfig(StrictModel):
-    """``max_length``: positions per example, the markers included (see the module docstring)."""
+    """``max_length``: positions per example, the markers included (see docs/OBJECTIVES.md)."""
 
     max_length: int = 64
 
@@ -71,6 +48,7 @@ class BidirectionalLM(Objective):
     """ELMo's forward + backward LM over character-encoded sentences."""
 
     name = "bilm"
+    tokenizer_kind = "char"  # ELMo
     family = "encoder"
     Config = BidirectionalLMConfig
 

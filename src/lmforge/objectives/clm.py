@@ -1,22 +1,6 @@
-"""Causal language modelling (GPT): next-token prediction over packed, contiguous blocks.
-
-The corpus becomes one token stream: every document followed by ``eos``, in corpus order, so
-exactly one ``eos`` separates two documents (and one closes the last). The stream is cut into
-contiguous blocks of ``block_size`` tokens; the tail shorter than a block is dropped (as in
-Hugging Face's ``group_texts``), so every example has the same length.
-
-Example keys (all int64, shape ``[block_size]``):
-
-- ``input_ids``: the block;
-- ``labels``: the same ids. The model shifts ONCE internally (logits at ``t`` predict
-  ``labels[t + 1]``), as GPT-2 in ``transformers`` does; a model must not be given labels that
-  are already shifted, or it would learn to predict two tokens ahead. No position is masked out:
-  ``eos`` stays a target even when the tokenizer's pad id equals its eos id (masking "pad"
-  there would silently stop the model from learning where documents end). Batch padding, if
-  any, is the feature converter's: it pads labels with -100 by position, not by id.
-
-``TokenStream`` (the corpus as that stream, read lazily by position) is shared with the
-Transformer-XL segments objective.
+"""Causal language modelling (GPT): next-token prediction over contiguous blocks of the corpus
+stream (every document followed by ``eos``). ``labels`` equal ``input_ids``: the model shifts
+once. ``TokenStream`` is shared with ``segments``. See docs/OBJECTIVES.md.
 """
 
 from __future__ import annotations
@@ -83,6 +67,7 @@ class CausalLM(Objective):
     """Contiguous ``block_size`` blocks of the eos-separated corpus stream; labels == inputs."""
 
     name = "clm"
+    tokenizer_kind = "bpe"  # GPT
     family = "decoder"
     Config = CausalLMConfig
 

@@ -1,34 +1,6 @@
-"""Denoising (BART): corrupt a document with composable noise, ask the decoder for the original.
-
-Five noise functions, each a pure function of a token array (the document *body*, without
-``<s>``/``</s>``, so those two can never be masked, deleted, moved or rotated away) and a seeded
-``rng``, each returning ``(noised tokens, what it did)``:
-
-- ``mask_tokens``: ``ceil(n * ratio)`` tokens replaced by ``<mask>`` (length kept);
-- ``delete_tokens``: ``ceil(n * ratio)`` tokens removed;
-- ``infill_text``: spans with Poisson(lambda) lengths (in words with ``word_starts``), together
-  ``ceil(units * ratio)`` units, each span replaced by ONE ``<mask>`` (``replace_length`` 1; 0
-  deletes it, -1 masks each token); a zero-length span inserts a ``<mask>``;
-- ``insert_masks``: ``ceil(n * ratio)`` ``<mask>`` tokens inserted at random places;
-- ``permute_sentences``: a ``ceil(sentences * ratio)`` subset of the sentences (from the
-  document's sentence starts) shuffled among their own places;
-- ``rotate_document``: the body rotated to start at a random token.
-
-Any ``<mask>`` written by masking, infilling or insertion is a random non-special token with
-probability ``random_token_prob`` (BART-large: 0.1). ``add_noise`` composes them in the
-reference order: permute sentences -> delete -> mask -> infill -> insert -> rotate.
-
-Differences from fairseq's ``DenoisingDataset``, on purpose: infilling spans never overlap
-(fairseq's may, so it masks less than asked); random replacements are drawn per mask from the
-non-special ids (fairseq draws any id >= 1 and, for insertions, makes ``ceil(n * 0.1)`` of
-them random, i.e. always at least one); rotation moves only the body (fairseq's
-``add_rolling_noise`` copies ``<s>`` into the middle of the sequence).
-
-Example keys (``Denoising.example``), all 1-D int64, unpadded:
-
-- ``input_ids``: ``<s> noised body </s>`` (at most ``max_length`` long);
-- ``labels``: ``<s> original body </s>``;
-- ``decoder_input_ids``: ``</s> <s> original body`` (labels shifted right, decoder start = eos).
+"""Denoising (BART): composable noise functions over a document's body (mask, delete, infill,
+insert, permute sentences, rotate), composed by ``add_noise`` in the reference order; the
+decoder is asked for the original. See docs/OBJECTIVES.md for the differences from fairseq.
 """
 
 from __future__ import annotations
@@ -243,9 +215,10 @@ def add_noise(tokens: np.ndarray, word_starts: np.ndarray, sentence_starts: np.n
 
 
 class Denoising(Objective):
-    """BART's pretraining objective over chunks of the corpus (see the module docstring)."""
+    """BART's pretraining objective over chunks of the corpus (see docs/OBJECTIVES.md)."""
 
     name = NAME
+    tokenizer_kind = "bpe"  # BART
     family = "encoder_decoder"
 
     class Config(StrictModel):

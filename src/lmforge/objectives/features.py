@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..tokenization.chars import PAD_CHAR
+from ..chars import PAD_CHAR
 from .base import IGNORE_INDEX
 
 # pad value per key; "pad" means the vocabulary's pad id

@@ -1,20 +1,6 @@
-"""Shared masking primitives: which positions to predict, and what the model sees there.
-
-Pure, seeded NumPy functions over one example's 1-D arrays, composed by the MLM-family
-objectives (``mlm.py``):
-
-- ``eligible_positions``: positions that may be predicted (not a special id).
-- ``prediction_budget``: Google BERT's exact count ``min(max_predictions, max(1, round(n * rate)))``.
-- ``choose_tokens``: single positions, an exact count (BERT) or Bernoulli per token (HF).
-- ``unit_ids`` / ``choose_units``: whole *units* (a unit is a run of eligible tokens starting
-  at a unit-start flag: a word, an n-gram of words, an ERNIE phrase or entity), either up to a
-  token budget (BERT whole-word masking) or Bernoulli per unit (ERNIE).
-- ``ngram_unit_starts``: ALBERT's n-gram units, n <= max_n words with p(n) proportional to 1/n.
-- ``replace_chosen``: the 80/10/10 rule, returning ``(input_ids, labels)`` with labels =
-  ``IGNORE_INDEX`` at every position that was not chosen.
-
-Special tokens are never eligible, so they are never chosen and never start or join a unit: a
-unit ends where a special token ([CLS], [SEP], [UNK] in the text, padding) interrupts it.
+"""Masking primitives of the masked-LM objectives: which positions to predict (tokens, whole
+units, n-grams of words; never a special id) and the 80/10/10 rule for what the model sees
+there. Pure, seeded NumPy functions; see docs/OBJECTIVES.md.
 """
 
 from __future__ import annotations

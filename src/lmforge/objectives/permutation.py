@@ -1,47 +1,6 @@
-"""Permutation language modelling (XLNet): predict ~1/k of the tokens in a sampled factorisation order.
-
-Each example is a piece of one document (cut at sentence starts by ``chunk_index``) of at most
-``max_length`` tokens, ``<sep> <cls>`` appended at the END as XLNet does. Any length works, odd
-included (Hugging Face's ``DataCollatorForPermutationLanguageModeling`` requires an even length;
-we do not, since we never split the sequence into two halves).
-
-Targets. Spans of whole words are chosen until ``goal = min(num_predict, round(n / k))`` of the
-``n`` non-special tokens are targets (``k = partial_prediction_k`` = 6, at least one target):
-a span has ``w`` words, ``p(w)`` proportional to ``1/w`` for ``w = 1..max_span_length`` (5),
-and sits in a window of about ``k`` times its length (random left context, the rest on the
-right), so targets spread over the whole piece at rate ~1/k. When the piece ends before the
-goal is met the remainder is drawn as single isolated tokens, so every example has exactly
-``goal`` targets (85 of 510 text tokens at the defaults: exactly 1/6). Spans are counted in words, as XLNet's n-grams are: with a
-subword tokenizer a span can be longer than ``max_span_length`` tokens. Special ids
-(``<sep>``, ``<cls>``, ``<unk>``, ...) are never targets.
-
-Factorisation order. Non-targets come first (all of them, as one block of context), then the
-targets in a uniformly random order. With ``rank(j) = -1`` for a non-target and its position
-in that random order for a target::
-
-    perm_mask[i, j] = 1  (i cannot attend to j)  iff  j is a target and rank(i) <= rank(j)
-
-so non-targets are visible to every position, a non-target sees no target, and a target sees
-the non-targets and the targets before it, never itself: ``perm_mask[i, i] = 1`` for targets.
-That is the query stream's mask; the content stream may additionally see itself (the model
-removes the diagonal). Deviation from the reference: XLNet's ``_local_perm`` gives <sep>/<cls>
-a place in the permutation (visible only to positions after them); here every non-target,
-specials included, is plain context visible to all.
-
-Example keys (int64 unless stated; ``L = len(input_ids)``):
-
-- ``input_ids`` [L]: the tokens, UNCHANGED: targets are not replaced by <mask>; the query
-  stream starts from a learned mask embedding instead (HF's collator replaces targets with
-  <mask>, which differs from the original);
-- ``perm_mask`` [L, L] int8 0/1 as above (the feature converter pads it with 1);
-- ``target_mapping`` [num_predict, L] int8: row r is one-hot at the r-th target position
-  (positions in increasing order); rows past the example's targets are all zero;
-- ``labels`` [num_predict]: ``input_ids`` at each target position, -100 for the padding rows;
-- ``token_type_ids`` [L] (with the special tokens): 0 for the text and <sep>, 2 for <cls>
-  (XLNet's ``SEG_ID_CLS``).
-
-Batches are padded on the right by the feature converter (HF's XLNet tokenizer pads on the
-left); pretraining does not read the <cls> summary, so the side does not matter here.
+"""Permutation language modelling (XLNet): about 1/k of a piece's tokens, chosen in spans of
+whole words, are predicted in a sampled factorisation order, given as ``perm_mask`` and
+``target_mapping``. See docs/OBJECTIVES.md.
 """
 
 from __future__ import annotations
@@ -178,6 +137,7 @@ class PermutationLM(Objective):
     """XLNet's permutation LM over sentence-aligned pieces of documents."""
 
     name = "permutation"
+    tokenizer_kind = "unigram"  # XLNet
     family = "encoder"
     Config = PermutationLMConfig
 

@@ -1,13 +1,16 @@
-"""Every objective by name, and the tokenizer kind whose token store it reads: plain dicts."""
+"""Every objective by name, and the tokenizer kind whose token store it reads."""
 
 from __future__ import annotations
 
+from .base import ObjectiveError
 from .bilm import BidirectionalLM
 from .clm import CausalLM
 from .denoising import Denoising
-from .mlm import MLM, KnowledgeMLM, MLMNextSentence, MLMSentenceOrder
+from .knowledge_masking import KnowledgeMLM
+from .mlm import MLM
 from .permutation import PermutationLM
 from .segments import Segments
+from .sentence_pairs import MLMNextSentence, MLMSentenceOrder
 from .span_corruption import SpanCorruption
 
 OBJECTIVES = {
@@ -18,16 +21,13 @@ OBJECTIVES = {
     )
 }
 
-# Which token store each objective reads (see tokenization/kinds.py for the architectures).
-OBJECTIVE_TOKENIZER = {
-    "clm": "bpe",              # GPT
-    "mlm": "wordpiece",        # BERT
-    "mlm_nsp": "wordpiece",    # BERT
-    "mlm_sop": "unigram",      # ALBERT
-    "knowledge_mlm": "wordpiece",  # ERNIE 1.0
-    "span_corruption": "unigram",  # T5, Switch
-    "denoising": "bpe",        # BART
-    "permutation": "unigram",  # XLNet
-    "segments": "bpe",         # Transformer-XL
-    "bilm": "char",            # ELMo
-}
+# Which token store each objective reads (each objective's ``tokenizer_kind``; see
+# tokenization/kinds.py for the architectures).
+OBJECTIVE_TOKENIZER = {name: cls.tokenizer_kind for name, cls in OBJECTIVES.items()}
+
+
+def tokenizer_kind(objective: str) -> str:
+    """The tokenizer kind whose token store the objective ``objective`` reads."""
+    if objective not in OBJECTIVES:
+        raise ObjectiveError(f"unknown objective {objective!r}; known: {', '.join(sorted(OBJECTIVES))}")
+    return OBJECTIVES[objective].tokenizer_kind

@@ -1,24 +1,7 @@
-"""Transformer-XL segments: contiguous streams whose batches must be consumed in order.
-
-The corpus stream (every document followed by ``eos``, see ``clm.TokenStream``) is split into
-``batch_size`` contiguous rows of ``steps = len(stream) // batch_size`` tokens each (the
-tail that does not divide evenly is dropped), as Transformer-XL's ordered iterator does. Row
-``b`` is stream positions ``[b * steps, (b + 1) * steps)``. Batch ``t`` takes positions
-``[t * L, t * L + L)`` of every row, ``L = segment_length`` (the reference's ``tgt_len``), so
-**row b of batch t + 1 continues exactly where row b of batch t stopped** and the memory a
-model carries from batch t holds the real preceding context. The last batch is shorter when
-``steps - 1`` is not a multiple of ``L`` (all its rows the same length, as in the reference).
-
-Example ``index = t * batch_size + b`` is row ``b`` of batch ``t``. The objective is
-``ordered``: the trainer must read indices in order, ``batch_size`` at a time, with no
-shuffling and that exact batch size, or memories would join unrelated text.
-
-Example keys (int64, shape ``[L]``):
-
-- ``input_ids``: the segment;
-- ``labels``: the token AFTER each input, already shifted: ``labels[i] = row[t * L + i + 1]``,
-  so the last label is the first token of the next segment of the same row. A model fed
-  these must NOT shift again (unlike ``clm``, whose labels equal the inputs).
+"""Transformer-XL segments: the corpus stream cut into ``batch_size`` contiguous rows, read
+``segment_length`` tokens at a time, so row b of batch t + 1 continues row b of batch t. The
+objective is ``ordered`` (never shuffled) and its ``labels`` are already shifted. See
+docs/OBJECTIVES.md.
 """
 
 from __future__ import annotations
@@ -51,6 +34,7 @@ class Segments(Objective):
     """Row ``b`` of batch ``t`` of Transformer-XL's ordered stream iterator."""
 
     name = "segments"
+    tokenizer_kind = "bpe"  # Transformer-XL
     family = "decoder"
     ordered = True
     Config = SegmentsConfig

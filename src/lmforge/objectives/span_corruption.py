@@ -1,31 +1,7 @@
-"""Span corruption (T5): drop random spans of a text, ask the decoder for them back.
-
-A chunk of ``L`` raw tokens gets a noise mask with ``round(L * noise_density)`` noise tokens in
-``max(1, round(noise / mean_noise_span_length))`` spans; the mask starts with a kept gap and
-alternates gap, span, gap, span, ... so it ends with a noise span. Each noise span becomes one
-sentinel in the encoder input; the target lists the sentinels, each followed by the tokens it
-stands for::
-
-    tokens   Thank you  for inviting  me to your party  last  week .
-    inputs   Thank you  <extra_id_0>  me to your party  <extra_id_1>  week . </s>
-    targets  <extra_id_0> for inviting <extra_id_1> last <extra_id_2> </s>
-
-Sentinels are ``<extra_id_0>, <extra_id_1>, ...``, whose ids count DOWN from the top of the
-vocabulary (``Vocab.sentinels``, in that order). A final sentinel closes the target when the
-text ends with kept tokens (as above); the reference mask always ends with a noise span, so T5
-targets have none, which is why 568 raw tokens give exactly 512 inputs and 114 targets.
-
-The pieces are small pure functions (numpy in, numpy out, randomness only from the ``rng``
-argument): ``noise_span_counts`` -> ``random_partition`` -> ``random_spans_noise_mask`` ->
-``corrupt_spans`` (and its inverse ``restore_spans``); ``span_corruption_lengths`` picks the
-raw chunk length for a wanted encoder length; ``format_text_to_text`` builds fine-tuning pairs.
-
-Example keys (``SpanCorruption.example``), all 1-D int64, unpadded:
-
-- ``input_ids``: the corrupted chunk, ``</s>``-terminated (at most ``input_length`` long);
-- ``labels``: the target (sentinels and the dropped spans), ``</s>``-terminated;
-- ``decoder_input_ids``: ``labels`` shifted right by one, starting with the pad id (T5's
-  decoder start token).
+"""Span corruption (T5): random spans of a chunk become sentinels in the encoder input, and the
+target lists the sentinels with the tokens they stand for. Small pure functions
+(``noise_span_counts`` -> ``random_partition`` -> ``random_spans_noise_mask`` ->
+``corrupt_spans``) compose into ``SpanCorruption``. See docs/OBJECTIVES.md.
 """
 
 from __future__ import annotations
@@ -190,9 +166,10 @@ def format_text_to_text(prefix_ids: Sequence[int], input_ids: Sequence[int], tar
 
 
 class SpanCorruption(Objective):
-    """T5's pretraining objective over chunks of the corpus (see the module docstring)."""
+    """T5's pretraining objective over chunks of the corpus (see docs/OBJECTIVES.md)."""
 
     name = NAME
+    tokenizer_kind = "unigram"  # T5, Switch
     family = "encoder_decoder"
 
     class Config(StrictModel):

@@ -156,7 +156,7 @@ def build_stages(params: Params | None = None, root: str | os.PathLike = ".", pa
     it fine-tunes); a missing or invalid recipe is a :class:`ConfigError` naming the file. Paths
     in ``params`` are relative to ``root``."""
     from ..finetuning.tasks import DEFAULT_TASK
-    from ..objectives.registry import OBJECTIVE_TOKENIZER
+    from ..objectives.registry import tokenizer_kind
     from ..training.recipes import load_recipe, recipe_path
 
     root = Path(root).resolve()
@@ -188,7 +188,7 @@ def build_stages(params: Params | None = None, root: str | os.PathLike = ".", pa
     # ------------------------------------------------------------------ tokenizers and token stores
     kinds = list(params.tokenizer.kinds)
     for recipe in recipes.values():
-        kind = OBJECTIVE_TOKENIZER[recipe.objective]
+        kind = tokenizer_kind(recipe.objective)
         if kind not in kinds:
             kinds.append(kind)
     corpus = rel(layout.corpus_dir(params))
@@ -224,7 +224,7 @@ def build_stages(params: Params | None = None, root: str | os.PathLike = ".", pa
         if recipe.objective not in objectives:
             objectives.append(recipe.objective)
     for objective in objectives:
-        kind = OBJECTIVE_TOKENIZER[objective]
+        kind = tokenizer_kind(objective)
         if f"tokens_{kind}" not in stages:
             raise ConfigError(f"dataset.objectives: {objective!r} reads {kind} tokens, but {kind!r} is not in tokenizer.kinds")
         add(Stage(
@@ -239,7 +239,7 @@ def build_stages(params: Params | None = None, root: str | os.PathLike = ".", pa
 
     # ------------------------------------------------------------------ training
     for arch, recipe in recipes.items():
-        kind = OBJECTIVE_TOKENIZER[recipe.objective]
+        kind = tokenizer_kind(recipe.objective)
         recipe_file = rel(recipe_path(params, arch))
         tokenizer_out = rel(layout.tokenizer_dir(params, kind))
         pre_out = rel(layout.pretrain_dir(params, arch))

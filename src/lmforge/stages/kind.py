@@ -13,12 +13,9 @@ import csv
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from ..config import Params
-
-if TYPE_CHECKING:
-    from .graph import Stage
 
 Log = Callable[[str], None]
 
@@ -81,15 +78,18 @@ class MlflowRun:
 
 @dataclass(frozen=True)
 class StageKind:
+    """A kind of stage. The functions take the stage (``stages.graph.Stage``: its key names the
+    architecture, tokenizer kind, objective or task), the parameters and its output folder."""
+
     name: str
     group: str                                   # where the orchestrator shows it
     code: tuple[str, ...]                        # the library code it runs, relative to the project root
     tools: frozenset[str]                        # what it is made with (Dagster's asset "kinds")
-    run: Callable[[Params, "Stage", Log], dict]  # the library function, as the CLI and Dagster call it
-    summary: Callable[["Stage", dict], str] | None = None  # what the CLI prints afterwards
+    run: Callable[[Params, Any, Log], dict]  # the library function, as the CLI and Dagster call it
+    summary: Callable[[Any, dict], str] | None = None  # what the CLI prints afterwards
     checks: tuple[CheckSpec, ...] = ()
-    check: Callable[["Stage", Params, Path], list[CheckOutcome]] | None = None
-    metadata: Callable[["Stage", Params, Path], dict[str, Any]] | None = None
+    check: Callable[[Any, Params, Path], list[CheckOutcome]] | None = None
+    metadata: Callable[[Any, Params, Path], dict[str, Any]] | None = None
     subprocess: bool = False                     # training: its own process (torchrun when devices > 1)
 
 

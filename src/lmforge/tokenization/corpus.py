@@ -9,15 +9,12 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from ..config import Params
-
-
-def clean_dir(params: Params) -> Path:
-    return Path(params.tokenizer.input or params.clean.output)
+from ..layout import corpus_dir
 
 
 def clean_shards(params: Params) -> dict[str, str] | None:
     """The clean output's shard checksums (from its stats.json): what a later stage depends on."""
-    stats = clean_dir(params) / "stats.json"
+    stats = corpus_dir(params) / "stats.json"
     if not stats.exists():
         return None
     return json.loads(stats.read_text(encoding="utf-8")).get("shards")

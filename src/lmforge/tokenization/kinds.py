@@ -1,29 +1,21 @@
-"""Which tokenizer each architecture uses: declared once, as data.
+"""The tokenizer kinds, and which one each architecture reads.
 
 A *kind* is one trained tokenizer shared by every architecture that uses it, so T5 and
 Switch (and ALBERT and XLNet) read the same Unigram vocabulary and the same token store.
-Transformer-XL, whose reference used a word-level WikiText-103 vocabulary, uses byte-level BPE
-here: the segment objective only needs a token stream.
+An architecture's kind is not declared here: it is the kind its pretraining objective reads
+(``tokenizer_kind`` on the objective), for the objectives its model heads consume. Transformer-XL,
+whose reference used a word-level WikiText-103 vocabulary, uses byte-level BPE here: the segment
+objective only needs a token stream.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-KINDS = ("bpe", "wordpiece", "unigram", "char")
+from ..models.registry import ARCHITECTURES
+from ..objectives.registry import tokenizer_kind
 
-ARCHITECTURE_TOKENIZER: dict[str, str] = {
-    "gpt": "bpe",
-    "bart": "bpe",
-    "transformer_xl": "bpe",
-    "bert": "wordpiece",
-    "ernie": "wordpiece",
-    "t5": "unigram",
-    "switch": "unigram",
-    "albert": "unigram",
-    "xlnet": "unigram",
-    "elmo": "char",
-}
+ARCHITECTURE_TOKENIZER: dict[str, str] = {arch: tokenizer_kind(spec.objectives[0]) for arch, spec in ARCHITECTURES.items()}
 
 
 @dataclass(frozen=True)
@@ -39,6 +31,8 @@ KIND_INFO: dict[str, KindInfo] = {
     "unigram": KindInfo("unigram", "Unigram LM with Metaspace", round_trip=False),
     "char": KindInfo("char", "ELMo characters (bilm) + word vocabulary", round_trip=False),
 }
+
+KINDS = tuple(KIND_INFO)
 
 
 def architectures_for(kind: str) -> list[str]:

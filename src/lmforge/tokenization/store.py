@@ -4,14 +4,12 @@ Layout of ``<output>/<kind>/``::
 
     manifest.json                 kind, tokenizer hash, dtype, per-split counts, file sizes and sha256
     <split>/tokens.bin            token ids (uint16 when the vocabulary fits, else uint32)
-    <split>/flags.bin             uint8 per token: bit 0 word start, bit 1 sentence start
+    <split>/flags.bin             uint8 per token: the bits of ``lmforge.token_flags``
     <split>/doc_offsets.bin       int64, documents + 1 entries: document d is tokens[off[d]:off[d+1]]
     <split>/doc_ids.jsonl         one JSON string per document, in order
 
-Word starts come from the tokenizer's word ids (its pre-tokenisation), sentence starts from the
-character offsets of the tokens and the sentence splitter, never from a spelling convention
-such as WordPiece's ``##``. Documents are split by a stable hash of their id. Encoding streams
-in batches (the Rust engine encodes each batch on all cores), so memory is bounded by a batch.
+Word starts come from the tokenizer's word ids, sentence starts from the tokens' character
+offsets and the sentence splitter, never from a spelling such as WordPiece's ``##``.
 """
 
 from __future__ import annotations
@@ -19,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,16 +27,17 @@ import numpy as np
 from tokenizers import Encoding, Tokenizer
 
 from .. import __version__
+from ..artifacts import fingerprint, finished, sha256_file, staged_dir
 from ..cleaning.text import sentence_starts
 from ..config import Params
 from ..corpus.document import CorpusError
-from ..splits import SPLITS, split_of
-from .corpus import clean_dir, clean_shards, iter_clean
-from .train import tokenizer_sha256
 from ..errors import LmforgeError
+from ..layout import corpus_dir, token_store_dir, tokenizer_dir
+from ..splits import SPLITS, split_of
+from ..token_flags import SENTENCE_START, WORD_START
+from .corpus import clean_shards, iter_clean
+from .train import tokenizer_sha256
 
-WORD_START = 1
-SENTENCE_START = 2
 FILES = ("tokens.bin", "flags.bin", "doc_offsets.bin", "doc_ids.jsonl")
 
 
@@ -112,76 +110,72 @@ class _SplitWriter:
 
 
 def _fingerprint(params: Params, kind: str, tok_sha: str) -> str:
-    items = [__version__, kind, tok_sha, clean_shards(params), params.split.model_dump(mode="json")]
-    return hashlib.sha256(json.dumps(items, sort_keys=True).encode()).hexdigest()
+    """The tokenizer's checksum, the clean corpus's shard checksums and the split."""
+    return fingerprint(kind, tok_sha, clean_shards(params), params.split.model_dump(mode="json"))
+
+
+def _intact(directory: Path) -> bool:
+    try:
+        TokenStore(directory).verify(full=False)
+    except StoreError:
+        return False
+    return True
 
 
 def build_store(params: Params, kind: str, log: Callable[[str], None] = print) -> dict[str, Any]:
     """Encode the clean corpus with the trained ``kind`` tokenizer; up to date stores are kept."""
-    tok_dir = Path(params.tokenizer.output) / kind
+    tok_dir = tokenizer_dir(params, kind)
     if not (tok_dir / "tokenizer.json").exists():
         raise StoreError(f"{tok_dir}: no trained {kind} tokenizer; run `lmforge tokenizer` first")
-    src = clean_dir(params)
+    src = corpus_dir(params)
     if not (src / "stats.json").exists():
         raise CorpusError(f"{src}: no cleaned corpus (stats.json missing); run `lmforge clean` first")
     tok_sha = tokenizer_sha256(tok_dir)
-    out = Path(params.tokenize.output) / kind
+    out = token_store_dir(params, kind)
     fp = _fingerprint(params, kind, tok_sha)
-    if (out / "manifest.json").exists():
-        try:
-            store = TokenStore(out)
-            if store.manifest.get("fingerprint") == fp:
-                store.verify(full=False)
-                log(f"token store {kind}: up to date")
-                return store.manifest
-        except StoreError:
-            pass  # rebuild
+    prev = finished(out / "manifest.json", fp, intact=lambda _: _intact(out))
+    if prev is not None:
+        log(f"token store {kind}: up to date")
+        return prev
     tok = Tokenizer.from_file(str(tok_dir / "tokenizer.json"))
     dtype = token_dtype(tok.get_vocab_size())
-    tmp = out.parent / f".{kind}.tmp-{os.getpid()}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
-    writers = {s: _SplitWriter(tmp / s, dtype) for s in SPLITS}
-    t0 = time.perf_counter()
-    n_bytes = 0
-    batch: list[tuple[str, str]] = []
+    with staged_dir(out) as tmp:
+        writers = {s: _SplitWriter(tmp / s, dtype) for s in SPLITS}
+        t0 = time.perf_counter()
+        n_bytes = 0
+        batch: list[tuple[str, str]] = []
 
-    def flush() -> None:
-        encs = tok.encode_batch([t for _, t in batch], add_special_tokens=False)
-        for (doc_id, text), enc in zip(batch, encs):
-            writers[split_of(doc_id, params.split)].add(doc_id, enc.ids, token_flags(enc, text))
-        batch.clear()
+        def flush() -> None:
+            encs = tok.encode_batch([t for _, t in batch], add_special_tokens=False)
+            for (doc_id, text), enc in zip(batch, encs):
+                writers[split_of(doc_id, params.split)].add(doc_id, enc.ids, token_flags(enc, text))
+            batch.clear()
 
-    for doc_id, text in iter_clean(src, params.tokenize.batch_size):
-        batch.append((doc_id, text))
-        n_bytes += len(text.encode("utf-8"))
-        if len(batch) >= params.tokenize.batch_size:
+        for doc_id, text in iter_clean(src, params.tokenize.batch_size):
+            batch.append((doc_id, text))
+            n_bytes += len(text.encode("utf-8"))
+            if len(batch) >= params.tokenize.batch_size:
+                flush()
+        if batch:
             flush()
-    if batch:
-        flush()
-    seconds = time.perf_counter() - t0
-    manifest = {
-        "kind": kind,
-        "tokenizer": str(tok_dir),
-        "tokenizer_sha256": tok_sha,
-        "vocab_size": tok.get_vocab_size(),
-        "dtype": dtype.name,
-        "flags": {"word_start": WORD_START, "sentence_start": SENTENCE_START},
-        "source": str(src),
-        "source_bytes": n_bytes,
-        "split": params.split.model_dump(mode="json"),
-        "splits": {s: w.close() for s, w in writers.items()},
-        "fingerprint": fp,
-        "lmforge_version": __version__,
-    }
-    if sum(v["documents"] for v in manifest["splits"].values()) == 0:
-        shutil.rmtree(tmp)
-        raise CorpusError(f"{src}: the cleaned corpus has no documents to tokenize")
-    (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    if out.exists():
-        shutil.rmtree(out)
-    os.replace(tmp, out)
+        seconds = time.perf_counter() - t0
+        manifest = {
+            "kind": kind,
+            "tokenizer": str(tok_dir),
+            "tokenizer_sha256": tok_sha,
+            "vocab_size": tok.get_vocab_size(),
+            "dtype": dtype.name,
+            "flags": {"word_start": WORD_START, "sentence_start": SENTENCE_START},
+            "source": str(src),
+            "source_bytes": n_bytes,
+            "split": params.split.model_dump(mode="json"),
+            "splits": {s: w.close() for s, w in writers.items()},
+            "fingerprint": fp,
+            "lmforge_version": __version__,
+        }
+        if sum(v["documents"] for v in manifest["splits"].values()) == 0:
+            raise CorpusError(f"{src}: the cleaned corpus has no documents to tokenize")
+        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     total = sum(v["tokens"] for v in manifest["splits"].values())
     log(f"token store {kind}: {total:,} tokens; encoded {n_bytes / 1e6:.1f} MB in {seconds:.1f}s "
         f"({n_bytes / 1e6 / max(seconds, 1e-9):.2f} MB/s)")
@@ -245,13 +239,8 @@ class TokenStore:
                 size = p.stat().st_size
                 if size != want["bytes"]:
                     raise StoreError(f"{p}: {size} bytes, the manifest says {want['bytes']} (truncated or modified)")
-                if full:
-                    h = hashlib.sha256()
-                    with open(p, "rb") as fh:
-                        for chunk in iter(lambda: fh.read(1 << 20), b""):
-                            h.update(chunk)
-                    if h.hexdigest() != want["sha256"]:
-                        raise StoreError(f"{p}: checksum differs from the manifest (corrupt or modified)")
+                if full and sha256_file(p) != want["sha256"]:
+                    raise StoreError(f"{p}: checksum differs from the manifest (corrupt or modified)")
 
     def split(self, name: str) -> SplitArrays:
         if name not in self.manifest["splits"]:

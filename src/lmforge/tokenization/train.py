@@ -8,10 +8,7 @@ loads with its special tokens set (``tokenizer.json`` + ``tokenizer_config.json`
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import shutil
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,12 +17,13 @@ from typing import Any
 import numpy as np
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
-from .. import __version__
+from ..artifacts import fingerprint, finished, sha256_file, staged_dir
+from ..chars import BOS_CHAR, BOW_CHAR, CHAR_VOCAB_SIZE, EOS_CHAR, EOW_CHAR, PAD_CHAR, char_table
 from ..config import Params, TokenizerConfig
 from ..corpus.document import CorpusError
+from ..layout import corpus_dir, tokenizer_dir
 from ..splits import split_of
-from .chars import CHAR_VOCAB_SIZE, char_table
-from .corpus import clean_dir, clean_shards, iter_clean
+from .corpus import clean_shards, iter_clean
 from .kinds import KIND_INFO, architectures_for
 
 # transformers' names for the roles; roles without one (eod, eop) and the sentinels are extra.
@@ -257,35 +255,37 @@ def measure(tok: Tokenizer, kind: str, texts: list[str], cfg: TokenizerConfig) -
 # ----------------------------------------------------------------------------- the stage
 
 
-def fingerprint(params: Params, kind: str) -> str:
+def _fingerprint(params: Params, kind: str) -> str:
+    """The kind's settings, the split and the clean corpus's shard checksums."""
     cfg = params.tokenizer
-    items = [__version__, kind, _kind_cfg(cfg, kind).model_dump(mode="json"), cfg.max_training_documents,
-             params.split.model_dump(mode="json"), clean_shards(params)]
-    return hashlib.sha256(json.dumps(items, sort_keys=True).encode()).hexdigest()
+    return fingerprint(kind, _kind_cfg(cfg, kind).model_dump(mode="json"), cfg.max_training_documents,
+                       params.split.model_dump(mode="json"), clean_shards(params))
 
 
 def tokenizer_sha256(directory: Path) -> str:
-    return hashlib.sha256((directory / "tokenizer.json").read_bytes()).hexdigest()
+    return sha256_file(directory / "tokenizer.json")
+
+
+def _intact(out: Path, metrics: dict[str, Any]) -> bool:
+    """The tokenizer in ``out`` is still the one its metrics.json names."""
+    return (out / "tokenizer.json").exists() and metrics.get("tokenizer_sha256") == tokenizer_sha256(out)
 
 
 def run_tokenizers(params: Params, kinds: list[str] | None = None, log: Callable[[str], None] = print) -> dict[str, dict]:
     """Train every requested kind; a kind whose inputs and settings are unchanged is kept."""
     cfg = params.tokenizer
-    out_root = Path(cfg.output)
-    src = clean_dir(params)
+    src = corpus_dir(params)
     if not (src / "stats.json").exists():
         raise CorpusError(f"{src}: no cleaned corpus (stats.json missing); run `lmforge clean` first")
     results = {}
     for kind in kinds or cfg.kinds:
-        out = out_root / kind
-        fp = fingerprint(params, kind)
-        metrics_path = out / "metrics.json"
-        if metrics_path.exists() and (out / "tokenizer.json").exists():
-            prev = json.loads(metrics_path.read_text(encoding="utf-8"))
-            if prev.get("fingerprint") == fp and prev.get("tokenizer_sha256") == tokenizer_sha256(out):
-                log(f"tokenizer {kind}: up to date")
-                results[kind] = prev
-                continue
+        out = tokenizer_dir(params, kind)
+        fp = _fingerprint(params, kind)
+        prev = finished(out / "metrics.json", fp, intact=lambda metrics: _intact(out, metrics))
+        if prev is not None:
+            log(f"tokenizer {kind}: up to date")
+            results[kind] = prev
+            continue
 
         def train_texts() -> Iterator[str]:
             n = 0
@@ -305,25 +305,24 @@ def run_tokenizers(params: Params, kinds: list[str] | None = None, log: Callable
         metrics = measure(tok, kind, held_out or list(train_texts()), cfg)
         metrics["measured_on"] = "validation" if held_out else "train (no validation documents)"
         metrics["training_seconds"] = round(seconds, 3)
-        tmp = out_root / f".{kind}.tmp-{os.getpid()}"
-        if tmp.exists():
-            shutil.rmtree(tmp)
-        hf_tokenizer(tok, kind, cfg).save_pretrained(str(tmp))
-        if kind == "char":
-            kcfg = cfg.char
-            vocab = [tok.id_to_token(i) for i in range(tok.get_vocab_size())]
-            sp = kcfg.special_tokens
-            np.save(tmp / "char_table.npy", char_table(vocab, kcfg.max_characters, sp["bos"], sp["eos"]))
-            (tmp / "char_config.json").write_text(json.dumps(
-                {"max_characters": kcfg.max_characters, "char_vocab_size": CHAR_VOCAB_SIZE,
-                 "bos_char": 256, "eos_char": 257, "bow_char": 258, "eow_char": 259, "pad_char": 260}, indent=2) + "\n")
-        metrics["fingerprint"] = fp
-        metrics["tokenizer_sha256"] = tokenizer_sha256(tmp)
-        (tmp / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
+        with staged_dir(out) as tmp:
+            hf_tokenizer(tok, kind, cfg).save_pretrained(str(tmp))
+            if kind == "char":
+                _save_char_table(tok, cfg.char, tmp)
+            metrics["fingerprint"] = fp
+            metrics["tokenizer_sha256"] = tokenizer_sha256(tmp)
+            (tmp / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
         log(f"tokenizer {kind}: vocab {metrics['vocab_size']}, {metrics['tokens_per_word']} tokens/word, "
             f"{metrics['bytes_per_token']} bytes/token, trained in {seconds:.1f}s")
         results[kind] = metrics
     return results
+
+
+def _save_char_table(tok: Tokenizer, kcfg, directory: Path) -> None:
+    """The char kind's extras: every word-vocabulary entry's character ids, and the scheme."""
+    vocab = [tok.id_to_token(i) for i in range(tok.get_vocab_size())]
+    sp = kcfg.special_tokens
+    np.save(directory / "char_table.npy", char_table(vocab, kcfg.max_characters, sp["bos"], sp["eos"]))
+    (directory / "char_config.json").write_text(json.dumps(
+        {"max_characters": kcfg.max_characters, "char_vocab_size": CHAR_VOCAB_SIZE, "bos_char": BOS_CHAR,
+         "eos_char": EOS_CHAR, "bow_char": BOW_CHAR, "eow_char": EOW_CHAR, "pad_char": PAD_CHAR}, indent=2) + "\n")

@@ -25,8 +25,8 @@ from ..config import ConfigError, Params
 from ..evaluation.intrinsic import evaluate_lm, target_counts, tokenizer_bytes_per_token
 from ..models.registry import PRESET_ARCHITECTURE, build_model, preset_config
 from ..objectives.base import Vocab
-from ..objectives.dataset import open_objective
-from ..objectives.registry import OBJECTIVE_TOKENIZER
+from ..datasets.open import open_objective
+from ..objectives.registry import tokenizer_kind
 from .data import ObjectiveDataModule
 from .module import LMForgeModule
 from .recipes import Recipe, load_recipe, recipe_path, size_recipe
@@ -64,7 +64,7 @@ def run_pretrain(params: Params, arch: str, *, log: Callable[[str], None] = prin
     size = size_recipe(params, recipe)
     optim = size.pretrain
     out_dir = layout.pretrain_dir(params, arch)
-    kind = OBJECTIVE_TOKENIZER[recipe.objective]
+    kind = tokenizer_kind(recipe.objective)
     tok_dir = layout.tokenizer_dir(params, kind)
     store_manifest = layout.token_store_dir(params, kind) / "manifest.json"
     if not store_manifest.exists():

@@ -33,13 +33,13 @@ def docstring_kind_task(params, *, min_words: int = 8, max_chars: int = 512) -> 
     import pyarrow.parquet as pq
 
     from ...splits import split_of
-    from ...tokenization.corpus import clean_dir
+    from ...layout import corpus_dir
 
     if min_words < 1:
         raise TaskError(f"{DEFAULT_TASK}: min_words must be at least 1, got {min_words}")
     if max_chars < 16:
         raise TaskError(f"{DEFAULT_TASK}: max_chars must be at least 16, got {max_chars}")
-    directory = clean_dir(params)
+    directory = corpus_dir(params)
     shards = sorted(directory.glob("shard-*.parquet"))
     if not shards:
         raise TaskError(f"{DEFAULT_TASK}: no clean shards (shard-*.parquet) in {directory}; run `lmforge clean` first")

@@ -11,7 +11,7 @@ from ..kind import CheckOutcome, CheckSpec, JsonValue, StageKind, numbers, read_
 
 
 def run(params: Params, stage, log) -> dict:
-    from ...objectives.dataset import build_dataset
+    from ...datasets.stage import build_dataset
 
     return build_dataset(params, stage.key["objective"], log=log)
 
@@ -68,7 +68,7 @@ def metadata(stage, params: Params, out: Path) -> dict:
 
 KIND = StageKind(
     name="dataset", group="datasets",
-    code=("src/lmforge/objectives",),
+    code=("src/lmforge/datasets", "src/lmforge/objectives"),
     tools=frozenset({"python", "json"}),
     run=run, summary=summary, check=check, metadata=metadata,
     checks=(CheckSpec("objective_statistics", "the realised mask / noise / target rate is within checks.mask_rate_tolerance "

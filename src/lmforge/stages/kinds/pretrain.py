@@ -45,7 +45,8 @@ def metadata(stage, params: Params, out: Path) -> dict:
 
 KIND = StageKind(
     name="pretrain", group="pretraining",
-    code=("src/lmforge/training", "src/lmforge/models", "src/lmforge/objectives", "src/lmforge/evaluation/intrinsic.py"),
+    code=("src/lmforge/training", "src/lmforge/models", "src/lmforge/datasets", "src/lmforge/objectives",
+          "src/lmforge/evaluation/intrinsic.py"),
     tools=frozenset({"pytorch", "mlflow"}),
     run=run, check=check, metadata=metadata, subprocess=True,
     checks=(CheckSpec("loss_finite_and_decreasing", "every logged training loss is finite and the last is below the first "

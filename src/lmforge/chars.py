@@ -4,6 +4,9 @@ Each token becomes ``max_characters`` ids: beginning-of-word, the token's UTF-8 
 cut to fit), end-of-word, then padding. The sentence markers are tokens of their own whose only
 character is beginning- or end-of-sentence. Ids 256..260 are the five markers, so the character
 vocabulary has 261 entries.
+
+A leaf module (numpy only), shared by the char tokenizer, the objectives' padding and the
+fine-tuning inputs.
 """
 
 from __future__ import annotations

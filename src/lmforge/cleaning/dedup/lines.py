@@ -1,0 +1,152 @@
+"""Line dedup as C4 was published, or the paper's three-sentence spans.
+
+C4 as published: a line (md5 of the stripped, lower-cased line) is kept only in the page whose
+URL hash sorts first, repeats inside a page are dropped, then pages are re-checked for
+``min_sentences``. Spans: the first occurrence of each three-sentence span wins."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+
+from ...config import CleanConfig
+from ...corpus.document import Document
+from ..shards import ShardStats, read_shard, rewrite_shard, shard_name
+from ..storage import is_done, load_partition, mark_done, save_partitioned
+from ..text import split_sentences
+
+LINE_DTYPE = np.dtype([("hash", "<u8"), ("owner", "<u8"), ("ordinal", "<i8")])
+WINNER_DTYPE = np.dtype([("ordinal", "<i8"), ("hash", "<u8")])
+
+
+def _owner_key(doc: Document) -> int:
+    """C4 keeps a duplicated line in the page whose URL's md5 sorts first; documents without a
+    URL use their id. The first 8 bytes, big-endian, keep the hex digests' order."""
+    key = doc.metadata.get("url_normalized") or doc.url or doc.id
+    return int.from_bytes(hashlib.md5(key.encode("utf-8")).digest()[:8], "big")
+
+
+def _line_hash(line: str) -> int:
+    return int.from_bytes(hashlib.md5(line.strip().lower().encode("utf-8")).digest()[:8], "big")
+
+
+def _units(doc: Document, mode: str, span: int) -> list[tuple[int, list[int]]]:
+    """The dedup units of a document: (hash, [indices of the lines or sentences it covers])."""
+    if mode == "lines":
+        return [(_line_hash(line), [i]) for i, line in enumerate(doc.text.split("\n"))]
+    sentences = _sentences(doc.text)
+    units = []
+    for i in range(0, max(0, len(sentences) - span + 1)):
+        norm = " ".join(s.lower() for s in sentences[i : i + span])
+        h = int.from_bytes(hashlib.md5(norm.encode("utf-8")).digest()[:8], "big")
+        units.append((h, list(range(i, i + span))))
+    return units
+
+
+def _sentences(text: str) -> list[str]:
+    return [s for line in text.split("\n") for s in split_sentences(line)]
+
+
+def _drop_sentences(text: str, remove: set[int]) -> str:
+    lines, idx = [], 0
+    for line in text.split("\n"):
+        kept = []
+        for s in split_sentences(line):
+            if idx not in remove:
+                kept.append(s)
+            idx += 1
+        if kept:
+            lines.append(" ".join(kept))
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- the passes
+# Top-level so the process pool can pickle them; each returns False when its unit was done.
+
+
+def dedup_map(work: str, shard: int, mode: str, span: int, n_parts: int) -> bool:
+    """(unit hash, owner, ordinal) of every line or span of the shard, partitioned by hash."""
+    wd = Path(work)
+    out = wd / "dedup" / f"map-{shard_name(shard)}.npy"
+    marker = out.with_suffix(".done")
+    if is_done(marker):
+        return False
+    docs, ordinals = read_shard(wd, "filter", shard)
+    rows = []
+    for doc, o in zip(docs, ordinals):
+        owner = _owner_key(doc) if mode == "lines" else 0  # spans: the first occurrence wins
+        for h, _ in _units(doc, mode, span):
+            rows.append((h, owner, o))
+    recs = np.array(rows, dtype=LINE_DTYPE)
+    save_partitioned(out, recs, (recs["hash"] % np.uint64(n_parts)).astype(np.int64), n_parts)
+    mark_done([out, out.with_suffix(".offsets.npy")], marker)
+    return True
+
+
+def dedup_reduce(work: str, part: int, n_shards: int, shard_size: int) -> bool:
+    """The winning (ordinal, hash) of every unit of one partition, saved by shard."""
+    wd = Path(work)
+    out = wd / "dedup" / f"winners-{part:05d}.npy"
+    marker = out.with_suffix(".done")
+    if is_done(marker):
+        return False
+    recs = load_partition([wd / "dedup" / f"map-{shard_name(s)}.npy" for s in range(n_shards)], part, LINE_DTYPE)
+    if recs.size:
+        order = np.lexsort((recs["ordinal"], recs["owner"], recs["hash"]))
+        recs = recs[order]
+        first = np.ones(recs.size, dtype=bool)
+        first[1:] = recs["hash"][1:] != recs["hash"][:-1]
+        win = recs[first]
+    else:
+        win = recs
+    winners = np.zeros(win.size, dtype=WINNER_DTYPE)
+    winners["ordinal"], winners["hash"] = win["ordinal"], win["hash"]
+    save_partitioned(out, winners, (winners["ordinal"] // shard_size).astype(np.int64), n_shards)
+    mark_done([out, out.with_suffix(".offsets.npy")], marker)
+    return True
+
+
+def dedup_apply(work: str, shard: int, cfg_json: str, n_parts: int) -> bool:
+    """Remove the lines (or sentence spans) this document does not own, then re-check sentences."""
+    cfg = CleanConfig.model_validate_json(cfg_json)
+    wd = Path(work)
+    mode, span = cfg.line_dedup.mode, cfg.line_dedup.span_sentences
+    min_sent = cfg.rules.min_sentences
+    owned: set[tuple[int, int]] | None = None
+
+    def decide(doc: Document, o: int, stats: ShardStats) -> str | None:
+        nonlocal owned
+        if owned is None:  # loaded on first use: a shard already done never reads it
+            win = load_partition([wd / "dedup" / f"winners-{p:05d}.npy" for p in range(n_parts)], shard, WINNER_DTYPE)
+            owned = set(zip(win["ordinal"].tolist(), win["hash"].tolist()))
+        seen: set[int] = set()
+        remove: set[int] = set()
+        for h, covered in _units(doc, mode, span):
+            if (o, h) not in owned:
+                remove.update(covered)
+                if mode == "lines":
+                    stats.lines["line:global_duplicate"] += 1
+            elif h in seen:
+                remove.update(covered)
+                if mode == "lines":
+                    stats.lines["line:local_duplicate"] += 1
+            seen.add(h)
+        if mode == "lines":
+            lines = [ln for i, ln in enumerate(doc.text.split("\n")) if i not in remove]
+            doc.text = "\n".join(lines)
+            if not lines:
+                return "all_lines_duplicate"
+        elif remove:
+            stats.lines["sentence:span_duplicate"] += len(remove)
+            doc.text = _drop_sentences(doc.text, remove)
+            if not doc.text:
+                return "all_spans_duplicate"
+            if len(doc.text.split()) < cfg.line_dedup.min_words_after_span_removal:
+                return "span_duplicates"
+        if min_sent is not None and len(_sentences(doc.text)) < min_sent:
+            return "too_few_sentences_after_dedup"
+        return None
+
+    return rewrite_shard(wd, "filter", "dedup", shard, cfg.dropped_samples, decide)

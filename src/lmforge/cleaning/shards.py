@@ -1,0 +1,122 @@
+"""The clean stage's work shards: documents in and out of Parquet (with their global ordinal),
+the counts a pass keeps per shard, and one resumable pass over a shard."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..artifacts import atomic_write_json
+from ..corpus.document import SCHEMA, Document
+from .storage import is_done, mark_done, write_parquet
+
+WORK_SCHEMA = SCHEMA.append(pa.field("ordinal", pa.int64()))
+_SAMPLE_CHARS = 2000
+
+
+def shard_name(i: int) -> str:
+    return f"shard-{i:05d}"
+
+
+def docs_to_table(docs: list[Document], ordinals: list[int], schema: pa.Schema = WORK_SCHEMA) -> pa.Table:
+    cols: dict[str, list[Any]] = {
+        "id": [d.id for d in docs],
+        "text": [d.text for d in docs],
+        "url": [d.url for d in docs],
+        "timestamp": [d.timestamp for d in docs],
+        "source": [d.source for d in docs],
+        "metadata": [json.dumps(d.metadata, sort_keys=True, ensure_ascii=False) for d in docs],
+    }
+    if "ordinal" in schema.names:
+        cols["ordinal"] = ordinals
+    return pa.Table.from_pydict(cols, schema=schema)
+
+
+def table_to_docs(table: pa.Table) -> tuple[list[Document], list[int]]:
+    rows = table.to_pylist()
+    docs = [
+        Document(
+            id=r["id"], text=r["text"], url=r["url"], timestamp=r["timestamp"], source=r["source"],
+            metadata=json.loads(r["metadata"]) if r["metadata"] else {},
+        )
+        for r in rows
+    ]
+    return docs, [r["ordinal"] for r in rows]
+
+
+def read_shard(wd: Path, phase: str, shard: int) -> tuple[list[Document], list[int]]:
+    """The documents (and their ordinals) of ``shard`` as phase ``phase`` left them."""
+    return table_to_docs(pq.read_table(wd / phase / f"{shard_name(shard)}.parquet"))
+
+
+@dataclass
+class ShardStats:
+    """Counts of one shard in one phase; merged in shard order."""
+
+    dropped: Counter = field(default_factory=Counter)  # reason -> documents
+    dropped_bytes: Counter = field(default_factory=Counter)  # reason -> bytes (text when dropped)
+    lines: Counter = field(default_factory=Counter)  # line:<reason> -> lines removed
+    samples: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+    def drop(self, reason: str, doc: Document, ordinal: int, keep_samples: int) -> None:
+        self.dropped[reason] += 1
+        self.dropped_bytes[reason] += len(doc.text.encode("utf-8"))
+        bucket = self.samples.setdefault(reason, [])
+        if len(bucket) < keep_samples:
+            bucket.append({"id": doc.id, "ordinal": ordinal, "url": doc.url, "metadata": doc.metadata, "text": doc.text[:_SAMPLE_CHARS]})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"dropped": dict(self.dropped), "dropped_bytes": dict(self.dropped_bytes),
+                "lines": dict(self.lines), "samples": self.samples}
+
+
+def merge_stats(paths: Iterable[Path], keep_samples: int) -> ShardStats:
+    """The per-shard stats files in ``paths``, added up in the given order."""
+    total = ShardStats()
+    for p in paths:
+        d = json.loads(p.read_text(encoding="utf-8"))
+        total.dropped.update(d["dropped"])
+        total.dropped_bytes.update(d["dropped_bytes"])
+        total.lines.update(d["lines"])
+        for reason, items in d["samples"].items():
+            bucket = total.samples.setdefault(reason, [])
+            bucket.extend(items[: max(0, keep_samples - len(bucket))])
+    return total
+
+
+Decide = Callable[[Document, int, ShardStats], "str | None"]
+
+
+def rewrite_shard(wd: Path, src: str, dst: str, shard: int, keep_samples: int, decide: Decide, schema: pa.Schema = WORK_SCHEMA) -> bool:
+    """One pass over a shard: ``decide`` may rewrite a document's text and returns a drop
+    reason or None. Kept documents, the shard's stats and its completion marker are written
+    to ``dst``. A dropped document is counted (and sampled) with the text it came in with.
+    False when the shard was already done."""
+    out = wd / dst / f"{shard_name(shard)}.parquet"
+    marker = out.with_suffix(".done")
+    if is_done(marker):
+        return False
+    docs, ordinals = read_shard(wd, src, shard)
+    stats = ShardStats()
+    kept, kept_ord = [], []
+    for doc, o in zip(docs, ordinals):
+        original = doc.text
+        reason = decide(doc, o, stats)
+        if reason is not None:
+            doc.text = original
+            stats.drop(reason, doc, o, keep_samples)
+            continue
+        kept.append(doc)
+        kept_ord.append(o)
+    write_parquet(out, docs_to_table(kept, kept_ord, schema))
+    stats_path = out.with_suffix(".stats.json")
+    atomic_write_json(stats_path, stats.to_dict())
+    mark_done([out, stats_path], marker)
+    return True
