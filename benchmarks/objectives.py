@@ -33,7 +33,7 @@ from lmforge.datasets.open import ObjectiveDataset, open_objective, store_corpus
 from lmforge.objectives.features import pad_batch
 from lmforge.objectives.permutation import PermutationLM
 from lmforge.objectives.registry import OBJECTIVES
-from lmforge.tokenization.kinds import KINDS
+from lmforge.tokenizer_kinds import KINDS
 from lmforge.tokenization.store import build_store
 from lmforge.tokenization.train import run_tokenizers
 

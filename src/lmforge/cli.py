@@ -11,7 +11,7 @@ import click
 
 from .config import ARCHITECTURE_NAMES, ConfigError, Params, load_params
 from .objectives.registry import OBJECTIVES, tokenizer_kind
-from .tokenization.kinds import KINDS as TOKENIZER_KINDS
+from .tokenizer_kinds import KINDS as TOKENIZER_KINDS
 from .errors import LmforgeError
 
 # What a command reports as one line instead of a traceback: lmforge's own errors (bad

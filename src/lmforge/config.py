@@ -17,7 +17,7 @@ from .errors import ConfigError
 from .models.registry import ARCHITECTURES
 from .objectives.registry import OBJECTIVES
 from .schema import StrictModel
-from .tokenization.kinds import KINDS as TOKENIZER_KINDS
+from .tokenizer_kinds import KINDS as TOKENIZER_KINDS
 
 
 _Strict = StrictModel
@@ -233,7 +233,7 @@ class SplitConfig(_Strict):
         return value
 
 
-TokenizerKind = Literal[TOKENIZER_KINDS]  # the kinds of tokenization/kinds.py
+TokenizerKind = Literal[TOKENIZER_KINDS]  # the kinds of tokenizer_kinds.py
 
 
 class TokenizerConfig(_Strict):

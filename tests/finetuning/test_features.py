@@ -15,7 +15,7 @@ from lmforge.finetuning.tasks import DEFAULT_TASK, Example, Task, load_task
 from lmforge.models.registry import build_model
 from lmforge.objectives.base import IGNORE_INDEX, Vocab
 from lmforge.chars import BOS_CHAR, EOS_CHAR, encode_word, marker
-from lmforge.tokenization.kinds import ARCHITECTURE_TOKENIZER
+from lmforge.tokenizer_kinds import ARCHITECTURE_TOKENIZER
 
 ARCHITECTURES = sorted(ARCHITECTURE_TOKENIZER)
 PRESET = {"bert": "bert-tiny-test", "ernie": "ernie-tiny-test", "albert": "albert-tiny", "gpt": "gpt-tiny",

@@ -11,7 +11,7 @@ from lmforge.datasets.open import ObjectiveDataset, open_objective
 from lmforge.datasets.stage import StaticDataset, build_dataset
 from lmforge.objectives.features import pad_batch
 from lmforge.objectives.registry import OBJECTIVE_TOKENIZER, OBJECTIVES
-from lmforge.tokenization.kinds import KINDS
+from lmforge.tokenizer_kinds import KINDS
 from lmforge.tokenization.store import build_store
 
 from ..tokenization.conftest import params_for, small_corpus, write_clean

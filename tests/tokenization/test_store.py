@@ -6,7 +6,7 @@ from tokenizers import Tokenizer
 
 from lmforge.config import SplitConfig
 from lmforge.splits import split_of
-from lmforge.tokenization.kinds import KINDS
+from lmforge.tokenizer_kinds import KINDS
 from lmforge.tokenization.store import SENTENCE_START, WORD_START, StoreError, TokenStore, build_store, token_dtype, token_flags
 from lmforge.tokenization.train import run_tokenizers
 

@@ -8,7 +8,7 @@ from tokenizers import Tokenizer
 from transformers import PreTrainedTokenizerFast
 
 from lmforge.chars import BOS_CHAR, BOW_CHAR, EOS_CHAR, EOW_CHAR, PAD_CHAR, encode_word
-from lmforge.tokenization.kinds import ARCHITECTURE_TOKENIZER, KINDS
+from lmforge.tokenizer_kinds import ARCHITECTURE_TOKENIZER, KINDS
 from lmforge.tokenization.train import _mark_internal, _unmark, run_tokenizers, train_kind
 
 from .conftest import EXTRA, params_for, small_corpus, write_clean

@@ -19,7 +19,7 @@ import numpy as np
 from ..objectives.base import Vocab
 from ..objectives.features import pad_batch
 from ..chars import BOS_CHAR, EOS_CHAR, encode_word, marker
-from ..tokenization.kinds import ARCHITECTURE_TOKENIZER
+from ..tokenizer_kinds import ARCHITECTURE_TOKENIZER
 from .tasks import Example, Task
 from ..errors import LmforgeError
 

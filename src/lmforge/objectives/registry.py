@@ -22,7 +22,7 @@ OBJECTIVES = {
 }
 
 # Which token store each objective reads (each objective's ``tokenizer_kind``; see
-# tokenization/kinds.py for the architectures).
+# tokenizer_kinds.py for the architectures).
 OBJECTIVE_TOKENIZER = {name: cls.tokenizer_kind for name, cls in OBJECTIVES.items()}
 
 

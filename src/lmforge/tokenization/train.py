@@ -24,7 +24,7 @@ from ..corpus.document import CorpusError
 from ..layout import corpus_dir, tokenizer_dir
 from ..splits import split_of
 from .corpus import clean_shards, iter_clean
-from .kinds import KIND_INFO, architectures_for
+from ..tokenizer_kinds import KIND_INFO, architectures_for
 
 # transformers' names for the roles; roles without one (eod, eop) and the sentinels are extra.
 _HF_ROLE = {"bos": "bos_token", "eos": "eos_token", "unk": "unk_token", "pad": "pad_token",

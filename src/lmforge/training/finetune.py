@@ -33,7 +33,7 @@ from ..finetuning import baselines, features
 from ..finetuning.tasks import load_task
 from ..models.registry import ARCHITECTURES, preset_config
 from ..objectives.base import IGNORE_INDEX
-from ..tokenization.kinds import ARCHITECTURE_TOKENIZER
+from ..tokenizer_kinds import ARCHITECTURE_TOKENIZER
 from .data import ObjectiveDataModule
 from .module import LMForgeModule
 from .pretrain import plot_history, tracking_factory

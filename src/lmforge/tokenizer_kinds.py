@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..models.registry import ARCHITECTURES
-from ..objectives.registry import tokenizer_kind
+from .models.registry import ARCHITECTURES
+from .objectives.registry import tokenizer_kind
 
 ARCHITECTURE_TOKENIZER: dict[str, str] = {arch: tokenizer_kind(spec.objectives[0]) for arch, spec in ARCHITECTURES.items()}
 
