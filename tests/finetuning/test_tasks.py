@@ -318,3 +318,34 @@ def test_task_validation_rejects_empty_splits_and_unknown_labels():
     task.splits["test"] = [Example("c", None, "z")]
     with pytest.raises(TaskError, match="'z'"):
         check_task(task)
+
+
+def test_a_class_documents_own_lines_are_its_only_class_paragraphs(tmp_path):
+    """A class document holds its methods' docstrings after its own: with ``own_lines`` in the
+    metadata, only the class's own paragraphs are labelled "class"."""
+    from lmforge.corpus.stdlib import line_key
+
+    own = "The widget keeps a count of the things it has seen so far today."
+    method = "Return the number of things the widget has seen since it was made."
+    docs = docstring_documents(60)
+    docs = [d for d in docs if json.loads(d[2]).get("docstring_of") != "class"]
+    for i in range(30):
+        meta = {"module": f"m{i}", "docstring_of": "class", "own_lines": [line_key(f"  {own}  ")]}
+        docs.append((f"stdlib:m{i}:Widget{i}", f"{own}\n{method}", json.dumps(meta)))
+    write_docs(tmp_path / "clean", docs)
+    task = load_task(DEFAULT_TASK, params_at(tmp_path), max_train=None, max_eval=None)
+    classes = [e for ex in task.splits.values() for e in ex if e.label == "class"]
+    assert len(classes) == 30 and {e.text for e in classes} == {own}
+    assert not any(e.text == method for ex in task.splits.values() for e in ex)
+
+
+def test_the_stdlib_corpus_names_a_class_docstrings_own_lines():
+    import ast
+
+    from lmforge.corpus.stdlib import _documents_in, line_key
+
+    tree = ast.parse('class Widget:\n    """Counts things.\n\n    Second paragraph."""\n\n'
+                     '    def seen(self):\n        """Return the count."""\n')
+    [(doc_id, text, kind, extra)] = list(_documents_in(tree, "m"))
+    assert kind == "class" and text.split("\n")[-1] == "Return the count."
+    assert set(extra["own_lines"]) == {line_key("Counts things."), line_key("Second paragraph.")}

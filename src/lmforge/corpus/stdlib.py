@@ -18,6 +18,8 @@ import sysconfig
 from collections.abc import Iterator
 from pathlib import Path
 
+import xxhash
+
 from .document import Document
 
 # Folders that hold tests, demos or vendored code rather than documentation.
@@ -78,19 +80,26 @@ def _module_name(root: Path, path: Path) -> str:
     return ".".join(parts)
 
 
-def _documents_in(tree: ast.Module, module: str) -> Iterator[tuple[str, str, str]]:
-    """(id, text, what the docstring documents: ``module``, ``class`` or ``function``)."""
+def line_key(line: str) -> str:
+    """A short hash of a line with its whitespace folded: how a class document names the lines of
+    the class's own docstring (as opposed to its methods')."""
+    return xxhash.xxh64_hexdigest(" ".join(line.split()).encode("utf-8"))
+
+
+def _documents_in(tree: ast.Module, module: str) -> Iterator[tuple[str, str, str, dict]]:
+    """(id, text, what the docstring documents: ``module``, ``class`` or ``function``, metadata)."""
     doc = ast.get_docstring(tree)
     if doc:
-        yield f"stdlib:{module}", reflow(doc), "module"
+        yield f"stdlib:{module}", reflow(doc), "module", {}
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not node.name.startswith("_"):
             doc = ast.get_docstring(node)
             if doc:
-                yield f"stdlib:{module}:{node.name}", reflow(doc), "function"
+                yield f"stdlib:{module}:{node.name}", reflow(doc), "function", {}
         elif isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
             parts = []
             doc = ast.get_docstring(node)
+            own = reflow(doc).split("\n") if doc else []
             if doc:
                 parts.append(reflow(doc))
             for child in node.body:
@@ -99,7 +108,9 @@ def _documents_in(tree: ast.Module, module: str) -> Iterator[tuple[str, str, str
                     if child_doc:
                         parts.append(reflow(child_doc))
             if parts:
-                yield f"stdlib:{module}:{node.name}", "\n".join(parts), "class"
+                # the lines of the class's own docstring, apart from its methods' that follow
+                yield (f"stdlib:{module}:{node.name}", "\n".join(parts), "class",
+                       {"own_lines": sorted({line_key(line) for line in own if line.strip()})})
 
 
 def python_files(root: Path) -> list[Path]:
@@ -129,8 +140,10 @@ def stdlib_documents(include_site_packages: bool = False) -> Iterator[Document]:
                 # The installation's own files: a few are deliberately invalid (lib2to3 data).
                 continue
             module = _module_name(root, path)
-            for doc_id, text, documents in _documents_in(tree, module):
+            for doc_id, text, documents, extra in _documents_in(tree, module):
                 if kind != "stdlib":
                     doc_id = doc_id.replace("stdlib:", "site-packages:", 1)
-                # "docstring_of" is the label of the default fine-tuning task (finetuning/tasks.py)
-                yield Document(id=doc_id, text=text, source=kind, metadata={"module": module, "docstring_of": documents})
+                # "docstring_of" (and a class's "own_lines") label the default fine-tuning task
+                # (finetuning/tasks/docstring_kind.py)
+                yield Document(id=doc_id, text=text, source=kind,
+                               metadata={"module": module, "docstring_of": documents, **extra})

@@ -1,6 +1,7 @@
 """The demo task, ``docstring_kind`` (the default): paragraphs of the clean stdlib corpus's
 docstrings, labelled with what the docstring documents (module, class or function), each in its
-document's pretraining split."""
+document's pretraining split. A class document also holds its methods' docstrings; only the
+class's own paragraphs (its ``own_lines`` metadata) are labelled "class"."""
 
 from __future__ import annotations
 
@@ -13,13 +14,14 @@ DEFAULT_TASK = "docstring_kind"
 DOCSTRING_LABELS = ["module", "class", "function"]
 
 
-def paragraphs(text: str, min_words: int, max_chars: int) -> list[tuple[int, str]]:
-    """(line number, paragraph) of the lines with at least ``min_words`` words, each cut to
-    ``max_chars`` characters at the last word boundary that fits."""
+def paragraphs(text: str, min_words: int, max_chars: int, keep=None) -> list[tuple[int, str]]:
+    """(line number, paragraph) of the lines with at least ``min_words`` words (and, with
+    ``keep``, for which ``keep(line)`` holds), each cut to ``max_chars`` characters at the last
+    word boundary that fits."""
     out = []
     for i, line in enumerate(text.split("\n")):
         line = " ".join(line.split())
-        if not line or len(line.split(" ")) < min_words:
+        if not line or len(line.split(" ")) < min_words or (keep is not None and not keep(line)):
             continue
         if len(line) > max_chars:
             cut = line[: max_chars + 1]
@@ -32,8 +34,9 @@ def docstring_kind_task(params, *, min_words: int = 8, max_chars: int = 512) -> 
     """The default task from the clean corpus (see the module docstring and docs/FINETUNING.md)."""
     import pyarrow.parquet as pq
 
-    from ...splits import split_of
+    from ...corpus.stdlib import line_key
     from ...layout import corpus_dir
+    from ...splits import split_of
 
     if min_words < 1:
         raise TaskError(f"{DEFAULT_TASK}: min_words must be at least 1, got {min_words}")
@@ -43,7 +46,7 @@ def docstring_kind_task(params, *, min_words: int = 8, max_chars: int = 512) -> 
     shards = sorted(directory.glob("shard-*.parquet"))
     if not shards:
         raise TaskError(f"{DEFAULT_TASK}: no clean shards (shard-*.parquet) in {directory}; run `lmforge clean` first")
-    documents: list[tuple[str, str, str]] = []  # (id, label, text)
+    documents: list[tuple[str, str, str, set | None]] = []  # (id, label, text, a class's own lines)
     unlabelled = 0
     for shard in shards:
         try:
@@ -62,22 +65,24 @@ def docstring_kind_task(params, *, min_words: int = 8, max_chars: int = 512) -> 
             if label not in DOCSTRING_LABELS:
                 raise TaskError(f"{shard}: document {doc_id!r}: metadata docstring_of is {label!r}, "
                                 f"expected one of {DOCSTRING_LABELS}")
-            documents.append((doc_id, label, text or ""))
+            own = meta.get("own_lines") if label == "class" else None
+            documents.append((doc_id, label, text or "", set(own) if own is not None else None))
     if not documents:
         raise TaskError(f"{DEFAULT_TASK}: none of the {unlabelled} documents in {directory} has 'docstring_of' in its "
                         "metadata; re-run `lmforge clean` on the stdlib corpus (clean.inputs: [stdlib])")
     documents.sort(key=lambda d: d[0])  # independent of how the corpus was sharded
     splits: dict[str, list[Example]] = {s: [] for s in SPLIT_NAMES}
     doc_counts = Counter()
-    for doc_id, label, text in documents:
+    for doc_id, label, text, own in documents:
         split = split_of(doc_id, params.split)
         doc_counts[split] += 1
-        for line, paragraph in paragraphs(text, min_words, max_chars):
+        keep = (lambda line, own=own: line_key(line) in own) if own is not None else None
+        for line, paragraph in paragraphs(text, min_words, max_chars, keep):
             splits[split].append(Example(paragraph, None, label, id=f"{doc_id}#{line}"))
     task = Task(
         name=DEFAULT_TASK,
         description=("3-way classification of Python-stdlib docstring paragraphs: is this paragraph from a "
-                     "module's, a class's (its methods' docstrings included) or a function's docstring? "
+                     "module's, a class's (its own, not its methods') or a function's docstring? "
                      f"Paragraphs of >= {min_words} words, cut to {max_chars} characters; split by document id "
                      "with the pretraining split, so test paragraphs come from documents unseen in pretraining."),
         label_names=list(DOCSTRING_LABELS),
