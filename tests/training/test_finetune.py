@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 
 import lightning.pytorch as pl
 import numpy as np

@@ -307,7 +307,7 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
         atomic_write_json(out_dir / "metrics.json", metrics)
     t = metrics["test"]
     log(f"finetune {arch} on {task.name} ({init}): best validation {ft.metric} {selection.best_value:.3f} at step "
-        f"{selection.best_step} of {trainer.global_step}; test accuracy {t['accuracy']:.3f}, macro-F1 {t['macro_f1']:.3f} "
-        f"(majority {metrics['baselines']['majority']['accuracy']:.3f}, bag of words "
+        f"{selection.best_step} of {trainer.global_step}; test accuracy {t['accuracy']:.3f}, "
+        f"macro-F1 {t['macro_f1']:.3f} (majority {metrics['baselines']['majority']['accuracy']:.3f}, bag of words "
         f"{metrics['baselines']['bag_of_words']['accuracy']:.3f}) in {metrics['seconds']:.0f}s")
     return metrics
