@@ -333,6 +333,8 @@ class FinetuneConfig(_Strict):
     tasks: list[str] = Field(["docstring_kind"], description="task names, local folders, or hf:NAME[/CONFIG]")
     max_length: int = Field(128, ge=8, description="tokens per fine-tuning input")
     max_train_examples: int | None = Field(4000, ge=1, description="cap on training examples per task (seeded sample)")
+    from_scratch: bool = Field(False, description="fine-tune a randomly initialised model instead of the pretrained one "
+                                                  "(the control; written to <task>-scratch)")
 
 
 class EvaluateConfig(_Strict):

@@ -58,6 +58,12 @@ def finetune_dir(params: Params, arch: str, task_name: str) -> Path:
     return architecture_dir(params, arch) / task_slug(task_name)
 
 
+def finetune_scratch_dir(params: Params, arch: str, task_name: str) -> Path:
+    """The from-scratch control of ``finetune_dir`` (same architecture and recipe, random
+    initialisation): ``<train.output>/<arch>/<task slug>-scratch``."""
+    return architecture_dir(params, arch) / f"{task_slug(task_name)}-scratch"
+
+
 def report_dir(params: Params) -> Path:
     """The leaderboard, its charts and metrics.json."""
     return Path(params.evaluate.output)

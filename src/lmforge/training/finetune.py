@@ -11,6 +11,16 @@ Writes ``<train.output>/<arch>/<task>/``: ``model/``, ``history.csv``, ``loss.pn
 ``metrics.json`` (validation and test accuracy / macro-F1 with the majority-class and
 bag-of-words baselines of the same split). Registered as ``lmforge-<arch>-<task>`` (alias
 ``candidate``); ``lmforge evaluate`` decides whether it becomes ``champion``.
+
+The budget is the recipe's ``max_steps`` or ``epochs`` (``recipes.resolve_finetune_budget``).
+Every ``eval_every`` steps the whole validation split is scored with :func:`predict` on the
+recipe's ``metric``; the weights of the best evaluation are restored before the test split is
+scored, and ``patience`` stops a run that no longer improves (``finetune_callbacks.py``).
+
+``from_scratch`` (``finetune.from_scratch``, ``lmforge finetune --from-scratch``) is the control
+that says whether pretraining paid: the same architecture, head and config, randomly
+initialised with the run's seed and trained with the same recipe and budget, written to
+``<train.output>/<arch>/<task>-scratch/`` and never registered.
 """
 
 from __future__ import annotations
@@ -31,13 +41,15 @@ from ..artifacts import atomic_write_json, fingerprint, finished, sha256_file
 from ..config import ConfigError, Params
 from ..finetuning import baselines, features
 from ..finetuning.tasks import load_task
-from ..models.registry import ARCHITECTURES, preset_config
-from ..objectives.base import IGNORE_INDEX
+from ..models.registry import ARCHITECTURES, build_model, preset_config
+from ..objectives.base import IGNORE_INDEX, Vocab
 from ..tokenizer_kinds import ARCHITECTURE_TOKENIZER
+from . import param_groups
 from .data import ObjectiveDataModule
-from .module import LMForgeModule
-from .pretrain import plot_history, tracking_factory
-from .recipes import load_recipe, size_recipe
+from .finetune_callbacks import BestOnValidation, validation_scores
+from .module import LMForgeModule, balanced_class_weights
+from .pretrain import plot_history, tokenizer_overrides, tracking_factory
+from .recipes import Recipe, SizeRecipe, load_recipe, resolve_finetune_budget, size_recipe
 from .run import History, build_trainer, prepare_checkpoints, world_size
 
 
@@ -54,6 +66,32 @@ class ExampleList:
         return self.examples[index]
 
 
+def model_spec(pretrained_dir: Path, recipe: Recipe, size: SizeRecipe, tok_dir: Path) -> tuple[str, dict, str]:
+    """(preset, config overrides, seq2seq head) of the pretrained model: from its
+    ``lmforge_model.json``, or, when there is none, as pretraining would build it (the recipe's
+    preset and overrides, the tokenizer's vocabulary and special ids)."""
+    meta_path = pretrained_dir / "lmforge_model.json"
+    if meta_path.exists():
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        return meta["preset"], dict(meta["config_overrides"]), meta["head"]
+    overrides = {**tokenizer_overrides(size.preset, Vocab.from_tokenizer(tok_dir)), **size.model}
+    return size.preset, overrides, recipe.pretrain_head
+
+
+def head_model(arch: str, mode: str, preset: str, overrides: dict, seq2seq_head: str, num_labels: int, *,
+               lm_coef: float = 0.0, freeze: bool = False) -> tuple[torch.nn.Module, dict, str]:
+    """The fine-tuning model, randomly initialised: (model, config overrides, head). Text to
+    text keeps the pretraining head; the others get their classification head."""
+    if mode == "text_to_text":
+        return build_model(preset, head=seq2seq_head, **overrides), overrides, seq2seq_head
+    if arch == "elmo":
+        overrides = {**overrides, "freeze_bilm": freeze}
+    config = preset_config(preset, **overrides)
+    cls = ARCHITECTURES[arch].heads["classification"]
+    model = cls(config, num_labels=num_labels, lm_coef=lm_coef) if arch == "gpt" else cls(config, num_labels=num_labels)
+    return model, overrides, "classification"
+
+
 def build_finetune_model(pretrained_dir: Path, arch: str, mode: str, num_labels: int, *, lm_coef: float = 0.0,
                          freeze: bool = False) -> tuple[torch.nn.Module, str, dict, str]:
     """The fine-tuning model with the pretrained weights: (model, preset, config overrides, head)."""
@@ -67,11 +105,8 @@ def build_finetune_model(pretrained_dir: Path, arch: str, mode: str, num_labels:
     preset, overrides = meta["preset"], dict(meta["config_overrides"])
     if mode == "text_to_text":
         return pretrained, preset, overrides, meta["head"]
-    if arch == "elmo":
-        overrides["freeze_bilm"] = freeze
-    config = preset_config(preset, **overrides)
-    cls = ARCHITECTURES[arch].heads["classification"]
-    model = cls(config, num_labels=num_labels, lm_coef=lm_coef) if arch == "gpt" else cls(config, num_labels=num_labels)
+    model, overrides, head = head_model(arch, mode, preset, overrides, meta["head"], num_labels, lm_coef=lm_coef,
+                                        freeze=freeze)
     # The heads share the backbone's parameter names; the pretraining head's own weights (the
     # LM softmax, NSP) are left behind and the classifier's are new. A shared name with another
     # shape, or a model that would be mostly new, means the checkpoint is not this backbone.
@@ -84,7 +119,7 @@ def build_finetune_model(pretrained_dir: Path, arch: str, mode: str, num_labels:
     if loaded_values < 0.5 * sum(v.numel() for v in target.values()):
         raise ConfigError(f"{arch}: the pretrained weights cover only {loaded_values} of the fine-tuning model's values")
     model.load_state_dict({k: source[k] for k in shared}, strict=False)
-    return model, preset, overrides, "classification"
+    return model, preset, overrides, head
 
 
 @torch.no_grad()
@@ -130,26 +165,46 @@ def _gold_from_targets(labels: torch.Tensor, candidates: dict[int, list[int]]) -
     return out
 
 
-def run_finetune(params: Params, arch: str, task_spec: str, *, log: Callable[[str], None] = print,
-                 tracker_factory=None) -> dict[str, Any]:
-    """Fine-tune ``arch`` on ``task_spec``; returns the metrics written to ``metrics.json``."""
+def _batches(examples: list[dict[str, np.ndarray]], collate, size: int = 64):
+    """The examples in order, ``size`` at a time (no DataLoader: nothing here draws random numbers)."""
+    for i in range(0, len(examples), size):
+        yield collate(examples[i:i + size])
+
+
+def split_scorer(examples, collate, mode: str, candidates, label_names: list[str]):
+    """``evaluate(model, device)``: accuracy and macro-F1 of :func:`predict` on ``examples``;
+    the validation passes during training and the final scores both use it."""
+    return validation_scores(lambda model, device: predict(model, _batches(examples, collate), mode, candidates,
+                                                           device=device), label_names)
+
+
+def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: bool | None = None,
+                 log: Callable[[str], None] = print, tracker_factory=None) -> dict[str, Any]:
+    """Fine-tune ``arch`` on ``task_spec`` (``from_scratch``, default ``finetune.from_scratch``:
+    the randomly initialised control); returns the metrics written to ``metrics.json``."""
+    scratch = params.finetune.from_scratch if from_scratch is None else from_scratch
+    init = "scratch" if scratch else "pretrained"
     recipe = load_recipe(params, arch)
     size = size_recipe(params, recipe)
-    optim = size.finetune
-    mode = recipe.finetune.mode
+    ft = recipe.finetune
+    mode = ft.mode
     pretrained_dir = layout.pretrained_model_dir(params, arch)
-    out_dir = layout.finetune_dir(params, arch, task_spec)
+    out_dir = (layout.finetune_scratch_dir if scratch else layout.finetune_dir)(params, arch, task_spec)
     tok_dir = layout.tokenizer_dir(params, ARCHITECTURE_TOKENIZER[arch])
-    pretrained_meta = pretrained_dir / "model.safetensors"
-    if not pretrained_meta.exists():
+    pretrained_weights = pretrained_dir / "model.safetensors"
+    if scratch:
+        preset, overrides, seq2seq_head = model_spec(pretrained_dir, recipe, size, tok_dir)
+        source: Any = {"preset": preset, "config_overrides": overrides, "head": seq2seq_head}
+    elif not pretrained_weights.exists():
         raise ConfigError(f"{arch}: no pretrained model in {pretrained_dir}; run `lmforge pretrain {arch}` first")
+    else:
+        source = sha256_file(pretrained_weights)
     task = load_task(task_spec, params, seed=params.train.seed, max_train=params.finetune.max_train_examples)
-    fp = fingerprint("finetune", task_spec, task.summary(), recipe.finetune.model_dump(mode="json"),
-                     optim.model_dump(mode="json"), params.finetune.max_length, params.train.seed,
-                     sha256_file(pretrained_meta))
+    fp = fingerprint("finetune", init, task_spec, task.summary(), ft.model_dump(mode="json"),
+                     size.finetune.model_dump(mode="json"), params.finetune.max_length, params.train.seed, source)
     prev = finished(out_dir / "metrics.json", fp)
     if prev is not None:
-        log(f"finetune {arch} on {task.name}: up to date")
+        log(f"finetune {arch} on {task.name} ({init}): up to date")
         return prev
 
     if params.train.threads:
@@ -158,15 +213,26 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, log: Callable[[st
     label_ids = {name: i for i, name in enumerate(task.label_names)}
     encoded = {split: features.encode_split(task, split, arch, tok_dir, params.finetune.max_length, label_ids, mode=mode)
                for split in ("train", "validation", "test")}
+    optim = resolve_finetune_budget(size.finetune, len(encoded["train"]), world_size())
     pad = features.pad_id(arch, tok_dir)
-    model, preset, overrides, head = build_finetune_model(
-        pretrained_dir, arch, mode, len(task.label_names), lm_coef=recipe.finetune.lm_coef,
-        freeze=recipe.finetune.freeze_pretrained)
+    num_labels = len(task.label_names)
+    if scratch:
+        torch.manual_seed(params.train.seed)
+        model, overrides, head = head_model(arch, mode, preset, overrides, seq2seq_head, num_labels,
+                                            lm_coef=ft.lm_coef, freeze=ft.freeze_pretrained)
+    else:
+        model, preset, overrides, head = build_finetune_model(pretrained_dir, arch, mode, num_labels,
+                                                              lm_coef=ft.lm_coef, freeze=ft.freeze_pretrained)
+    frozen = param_groups.freeze(model, ft.freeze)
+    model.train()  # a loaded model comes in eval mode, and Lightning trains in the mode it finds (dropout off)
     candidates = None
     if mode == "text_to_text":
         targets = features.label_token_ids(task, arch, tok_dir)
         candidates = {label_ids[name]: ids for name, ids in targets.items()}
-    module = LMForgeModule(model, optim)
+    class_weights = None
+    if ft.class_weights == "balanced":
+        class_weights = balanced_class_weights([int(e["labels"]) for e in encoded["train"]], num_labels)
+    module = LMForgeModule(model, optim, class_weights=class_weights, layer_decay=ft.layer_decay)
     data = ObjectiveDataModule(ExampleList(encoded["train"]), ExampleList(encoded["validation"]),
                                batch_size=optim.batch_size, micro_steps=optim.max_steps * optim.accumulate_grad_batches,
                                seed=params.train.seed, pad_id=pad, ordered=False, num_workers=params.train.num_workers,
@@ -174,39 +240,47 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, log: Callable[[st
     data.collate = lambda examples: features.collate(examples, pad)  # type: ignore[method-assign]
     resume = prepare_checkpoints(out_dir, fp, log)
     slug = layout.task_slug(task.name)
+    budget = {"max_steps": optim.max_steps, "epochs": size.finetune.epochs, "warmup_steps": optim.warmup_steps,
+              "train_examples": len(encoded["train"]),
+              "global_batch": optim.batch_size * optim.accumulate_grad_batches * world_size()}
+    options = {"metric": ft.metric, "patience": ft.patience, "class_weights": None if class_weights is None
+               else [round(float(w), 6) for w in class_weights], "layer_decay": ft.layer_decay, "frozen": len(frozen)}
+    scorers = {split: split_scorer(encoded[split], data.collate, mode, candidates, task.label_names)
+               for split in ("validation", "test")}
 
     from .. import tracking
     from ..models.folder import save_model_dir
 
     tracker = (tracker_factory or tracking_factory(params))(
-        run_name=f"finetune-{arch}-{slug}",
+        run_name=f"finetune-{arch}-{slug}" + ("-scratch" if scratch else ""),
         tags={**tracking.run_tags(commit=tracking.git_commit("."),
-                                  inputs=tracking.dvc_hashes([pretrained_dir, tok_dir]),
+                                  inputs=tracking.dvc_hashes([tok_dir] if scratch else [pretrained_dir, tok_dir]),
                                   recipe=f"{params.train.recipes}/{arch}.yaml"),
-              "stage": "finetune", "architecture": arch, "task": task.name})
+              "stage": "finetune", "architecture": arch, "task": task.name, "init": init})
     started = time.time()
     with tracker:
-        tracker.log_params({"architecture": arch, "task": task.name, "mode": mode, "preset": preset,
-                            "optim": optim.model_dump(mode="json"), "finetune": recipe.finetune.model_dump(mode="json"),
-                            "task_summary": task.summary()})
+        tracker.log_params({"architecture": arch, "task": task.name, "mode": mode, "preset": preset, "init": init,
+                            "optim": optim.model_dump(mode="json"), "finetune": ft.model_dump(mode="json"),
+                            "budget": budget, "task_summary": task.summary()})
         history = History(params.train.log_every, sink=tracker.log_metrics)
-        trainer = build_trainer(params, optim, out_dir, [history], has_validation=True)
-        log(f"finetune {arch} on {task.name} ({mode}): {len(encoded['train'])} training examples, "
-            f"{optim.max_steps} steps x {optim.batch_size * world_size()}" + (f", resuming from {resume}" if resume else ""))
+        selection = BestOnValidation(scorers["validation"], ft.metric, out_dir / "checkpoints",
+                                     every=min(optim.eval_every, optim.max_steps), patience=ft.patience,
+                                     history=history, log=log)
+        trainer = build_trainer(params, optim, out_dir, [history, selection], has_validation=True, best_on_loss=False)
+        epochs = f" ({size.finetune.epochs:g} epochs)" if size.finetune.epochs else ""
+        log(f"finetune {arch} on {task.name} ({mode}, {init}): {len(encoded['train'])} training examples, "
+            f"{optim.max_steps} steps{epochs} x {budget['global_batch']}, validation {ft.metric} every "
+            f"{min(optim.eval_every, optim.max_steps)} steps" + (f", resuming from {resume}" if resume else ""))
         trainer.fit(module, datamodule=data, ckpt_path=str(resume) if resume else None, weights_only=True)
         if not trainer.is_global_zero:
             return {}
-        results: dict[str, Any] = {}
-        for split in ("validation", "test"):
-            loader = torch.utils.data.DataLoader(ExampleList(encoded[split]).examples, batch_size=64, shuffle=False,
-                                                 collate_fn=data.collate)
-            preds, gold = predict(model, loader, mode, candidates, device=module.device)
-            names = task.label_names
-            p, g = [names[i] for i in preds], [names[i] for i in gold]
-            results[split] = {"accuracy": baselines.accuracy(p, g), "macro_f1": baselines.macro_f1(p, g, names),
-                              "examples": len(g)}
+        selection.finish(trainer, module)  # the best validation weights, before the test split is scored
+        results = {split: score(model, module.device) for split, score in scorers.items()}
         metrics = {
-            "architecture": arch, "task": task.name, "mode": mode, "preset": preset, "steps": trainer.global_step,
+            "architecture": arch, "task": task.name, "mode": mode, "preset": preset, "init": init,
+            "steps": trainer.global_step, "best_step": selection.best_step,
+            f"best_validation_{ft.metric}": selection.best_value, "selection": selection.summary(),
+            "budget": budget, "options": options,
             "train_loss_first": history.first("train/loss"), "train_loss_last": history.last("train/loss"),
             **results,
             "baselines": {"majority": baselines.majority_baseline(task), "bag_of_words": baselines.bag_of_words_baseline(task, seed=params.train.seed)},
@@ -214,25 +288,27 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, log: Callable[[st
             "mlflow_run_id": tracker.run_id,
         }
         model_dir = save_model_dir(model.cpu(), preset, head, overrides, out_dir / "model",
-                                   num_labels=len(task.label_names) if head == "classification" else None,
+                                   num_labels=num_labels if head == "classification" else None,
                                    extra_files={"tokenizer": tok_dir})
         (out_dir / "labels.json").write_text(json.dumps({"labels": task.label_names, "mode": mode,
                                                          "targets": candidates}, indent=2) + "\n", encoding="utf-8")
         history.write_csv(out_dir / "history.csv")
-        plot_history(history.rows, out_dir / "loss.png", f"{arch} fine-tuning on {task.name}")
+        plot_history(history.rows, out_dir / "loss.png", f"{arch} fine-tuning on {task.name} ({init})")
         tracker.log_metrics({f"{split}/{k}": v for split in ("validation", "test") for k, v in results[split].items()})
+        tracker.log_metrics({"best_step": selection.best_step, f"validation/best_{ft.metric}": selection.best_value})
         for name, b in metrics["baselines"].items():
             tracker.log_metrics({f"baseline/{name}/{k}": v for k, v in b.items() if isinstance(v, (int, float))})
         tracker.log_artifact(out_dir / "history.csv")
         tracker.log_artifact(out_dir / "loss.png")
         tracker.log_artifact(out_dir / "labels.json")
-        if params.tracking.register_models:
+        if params.tracking.register_models and not scratch:
             name = f"lmforge-{arch}-{slug}"
             version = tracker.log_model(model_dir, name="model", registered_name=name)
             metrics["registered_model"] = {"name": name, "version": str(version.version)} if version else None
         atomic_write_json(out_dir / "metrics.json", metrics)
     t = metrics["test"]
-    log(f"finetune {arch} on {task.name}: test accuracy {t['accuracy']:.3f}, macro-F1 {t['macro_f1']:.3f} "
-        f"(majority {metrics['baselines']['majority']['accuracy']:.3f}, bag of words "
+    log(f"finetune {arch} on {task.name} ({init}): best validation {ft.metric} {selection.best_value:.3f} at step "
+        f"{selection.best_step} of {trainer.global_step}; test accuracy {t['accuracy']:.3f}, "
+        f"macro-F1 {t['macro_f1']:.3f} (majority {metrics['baselines']['majority']['accuracy']:.3f}, bag of words "
         f"{metrics['baselines']['bag_of_words']['accuracy']:.3f}) in {metrics['seconds']:.0f}s")
     return metrics

@@ -6,6 +6,10 @@ router z-loss, GPT-1's auxiliary LM in fine-tuning) and ``.aux``; every scalar `
 ``aux`` is logged on its own. Models that return memories (Transformer-XL) get them back on the
 next step; the memories are detached by the model and carried in the checkpoint, so a resumed
 run continues with the same context.
+
+Fine-tuning options: ``class_weights`` replaces the head's cross entropy by the weighted one
+(:func:`weighted_classification_loss`), ``layer_decay`` gives each depth its own learning rate
+(``param_groups.optimizer_groups``).
 """
 
 from __future__ import annotations
@@ -14,8 +18,10 @@ import math
 
 import lightning.pytorch as pl
 import torch
+import torch.nn.functional as F
 from torch import nn
 
+from .param_groups import optimizer_groups
 from .recipes import OptimConfig
 from ..errors import LmforgeError
 
@@ -41,23 +47,39 @@ def lr_lambda(optim: OptimConfig):
     return factor
 
 
-def _decay_groups(model: nn.Module, weight_decay: float) -> list[dict]:
-    """Weight decay on matrices only (not on biases, norms' gains or scalar mixes), as BERT and GPT did."""
-    decay, no_decay = [], []
-    for _, p in model.named_parameters():
-        if p.requires_grad:
-            (decay if p.ndim >= 2 else no_decay).append(p)
-    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+def balanced_class_weights(labels, num_classes: int) -> torch.Tensor:
+    """``n / (k x count_c)`` per class ``c`` (scikit-learn's ``balanced``) from the training
+    labels; a class with no training example gets 1 (it is never a target, so never weighed)."""
+    counts = torch.bincount(torch.as_tensor(labels, dtype=torch.long).reshape(-1), minlength=num_classes).double()
+    weights = counts.sum() / (num_classes * counts)
+    return torch.where(counts > 0, weights, torch.ones_like(weights)).float()
+
+
+# the names the heads give their task loss in ``aux`` when ``loss`` adds more (GPT's auxiliary
+# LM, Switch's router losses)
+_TASK_LOSS_NAMES = ("cls_loss", "classification_loss")
+
+
+def weighted_classification_loss(out, labels: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """``F.cross_entropy(logits, labels, weight=weights)`` (the weighted mean: sum of w_y x
+    loss / sum of w_y), plus whatever the head adds to its task loss (GPT-1's ``lm_coef`` x LM
+    loss, Switch's router losses), unchanged."""
+    loss = F.cross_entropy(out.logits.float(), labels.reshape(-1), weight=weights.to(out.logits.device))
+    task = next((out.aux[k] for k in _TASK_LOSS_NAMES if k in out.aux), None)
+    return loss if task is None else loss + (out.loss - task)
 
 
 class LMForgeModule(pl.LightningModule):
     """Trains ``model`` on batches of an objective (or a fine-tuning task)."""
 
-    def __init__(self, model: nn.Module, optim: OptimConfig, *, carry_memory: bool = False, compile: bool = False):
+    def __init__(self, model: nn.Module, optim: OptimConfig, *, carry_memory: bool = False, compile: bool = False,
+                 class_weights: torch.Tensor | None = None, layer_decay: float | None = None):
         super().__init__()
         self.model = model
         self.optim = optim
         self.carry_memory = carry_memory
+        self.class_weights = class_weights
+        self.layer_decay = layer_decay
         self.micro_steps_done = 0  # micro-batches consumed: where the data stream resumes
         self.mems: list[torch.Tensor] | None = None
         self.val_mems: list[torch.Tensor] | None = None
@@ -77,7 +99,8 @@ class LMForgeModule(pl.LightningModule):
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         self.micro_steps_done += 1
         out, self.mems = self._step(batch, self.mems)
-        loss = out.loss
+        loss = out.loss if self.class_weights is None else weighted_classification_loss(out, batch["labels"],
+                                                                                        self.class_weights)
         if not torch.isfinite(loss.detach()).all():
             raise NonFiniteLossError(
                 f"the training loss is {loss.item()} at step {self.global_step} (micro-batch {self.micro_steps_done}); "
@@ -104,8 +127,8 @@ class LMForgeModule(pl.LightningModule):
     def configure_optimizers(self):
         o = self.optim
         fused = torch.cuda.is_available() and self.device.type == "cuda"
-        optimizer = torch.optim.AdamW(_decay_groups(self.model, o.weight_decay), lr=o.learning_rate, betas=o.betas,
-                                      eps=o.eps, fused=fused or None)
+        groups = optimizer_groups(self.model, o.weight_decay, o.learning_rate, self.layer_decay)
+        optimizer = torch.optim.AdamW(groups, lr=o.learning_rate, betas=o.betas, eps=o.eps, fused=fused or None)
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(o))
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 

@@ -4,10 +4,16 @@ objective an architecture trains with, and its optimisation settings per size.
 A recipe is data, validated like ``params.yaml`` (an unknown key or an incompatible choice is an
 error naming it). ``params.train.size`` picks the size (``tiny`` for a CPU, ``base`` for a GPU);
 ``params.train.max_steps`` / ``finetune_max_steps`` override the steps of every recipe.
+
+Fine-tuning budgets are given in optimizer steps (``max_steps``) or in passes over the training
+examples (``epochs``), with warmup in steps or as a fraction of the budget (``warmup_ratio``);
+:func:`resolve_finetune_budget` turns them into steps once the task's size is known.
 """
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
 from pathlib import Path
 from typing import Any, Literal
 
@@ -36,17 +42,71 @@ class OptimConfig(StrictModel):
     eval_batches: int | None = Field(20, ge=1, description="validation batches per pass during training (null: all)")
 
 
+class FinetuneOptimConfig(OptimConfig):
+    """A fine-tuning budget: ``max_steps`` or ``epochs`` (exactly one), warmup in steps or as
+    ``warmup_ratio`` of the budget (at most one). ``schedule: linear`` is the decay of the BERT
+    recipe and of ``transformers``' Trainer: linear warmup, then a straight line from the peak
+    to ``min_lr_ratio`` x the peak (default 0) at the end of the budget, whatever its unit."""
+
+    max_steps: int | None = Field(None, ge=1, description="optimizer steps (or give epochs)")
+    epochs: float | None = Field(None, gt=0, description="passes over the training examples: steps = "
+                                 "ceil(epochs x examples / (batch_size x accumulate_grad_batches x processes))")
+    warmup_ratio: float | None = Field(None, ge=0, lt=1, description="warmup as a fraction of the steps "
+                                       "(ceil(ratio x steps)); instead of warmup_steps")
+
+    @model_validator(mode="after")
+    def _one_budget(self) -> FinetuneOptimConfig:
+        if (self.max_steps is None) == (self.epochs is None):
+            raise ValueError("give exactly one of max_steps and epochs")
+        if self.warmup_ratio is not None and self.warmup_steps:
+            raise ValueError("give warmup_steps or warmup_ratio, not both")
+        return self
+
+
+def resolve_finetune_budget(optim: FinetuneOptimConfig, train_examples: int, world: int = 1) -> OptimConfig:
+    """The plain ``OptimConfig`` of ``optim`` for ``train_examples`` training examples on
+    ``world`` processes: ``epochs`` become steps (rounded up: the last pass completes) and
+    ``warmup_ratio`` becomes warmup steps (rounded up, as ``transformers`` does)."""
+    steps = optim.max_steps
+    if steps is None:
+        global_batch = optim.batch_size * optim.accumulate_grad_batches * world
+        # exact arithmetic on the decimal the recipe wrote: 0.1 epoch of 30 examples at 3 is 1 step, not 2
+        steps = max(1, math.ceil(Fraction(str(optim.epochs)) * train_examples / global_batch))
+    warmup = optim.warmup_steps if optim.warmup_ratio is None else math.ceil(optim.warmup_ratio * steps)
+    fields = optim.model_dump(exclude={"epochs", "warmup_ratio"})
+    return OptimConfig(**{**fields, "max_steps": steps, "warmup_steps": min(warmup, steps)})
+
+
 class SizeRecipe(StrictModel):
     preset: str = Field(description="model preset name (lmforge.models.registry)")
     model: dict[str, Any] = Field(default_factory=dict, description="config overrides of the preset")
     pretrain: OptimConfig
-    finetune: OptimConfig
+    finetune: FinetuneOptimConfig
 
 
 class FinetuneRecipe(StrictModel):
+    """How an architecture is fine-tuned; the model selection and the options off by default."""
+
     mode: Literal["classification", "text_to_text"]
     lm_coef: float = Field(0.0, ge=0, description="GPT-1's auxiliary LM loss weight during fine-tuning (0.5 in the paper)")
     freeze_pretrained: bool = Field(False, description="ELMo: keep the biLM frozen, learn the scalar mix and classifier")
+    metric: Literal["accuracy", "macro_f1"] = Field(
+        "accuracy", description="validation metric evaluated every eval_every steps; its best weights are kept")
+    patience: int | None = Field(None, ge=1, description="stop after this many evaluations without improvement (null: off)")
+    class_weights: Literal["balanced"] | None = Field(
+        None, description="balanced: cross entropy weighted n / (k x count_c) from the training labels (classification)")
+    layer_decay: float | None = Field(None, gt=0, le=1, description="layer-wise learning-rate decay: the top layer and "
+                                      "the head at the base rate, each lower layer x this, the embeddings lowest")
+    freeze: list[Literal["embeddings", "layers"]] = Field(
+        default_factory=list, description="parameter groups kept fixed: embeddings (below the first layer), layers")
+
+    @model_validator(mode="after")
+    def _options_fit_mode(self) -> FinetuneRecipe:
+        if self.class_weights is not None and self.mode != "classification":
+            raise ValueError("class_weights apply to the classification heads (mode: classification), not text_to_text")
+        if len(set(self.freeze)) != len(self.freeze):
+            raise ValueError("freeze: a group is named twice")
+        return self
 
 
 class Recipe(StrictModel):
@@ -115,5 +175,5 @@ def size_recipe(params: Params, recipe: Recipe) -> SizeRecipe:
     if params.train.max_steps:
         updates["pretrain"] = s.pretrain.model_copy(update={"max_steps": params.train.max_steps})
     if params.train.finetune_max_steps:
-        updates["finetune"] = s.finetune.model_copy(update={"max_steps": params.train.finetune_max_steps})
+        updates["finetune"] = s.finetune.model_copy(update={"max_steps": params.train.finetune_max_steps, "epochs": None})
     return s.model_copy(update=updates) if updates else s

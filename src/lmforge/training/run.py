@@ -115,6 +115,17 @@ class History(pl.Callback):
         if self.sink is not None:
             self.sink({k: v for k, v in row.items() if k != "step"}, int(row["step"]))
 
+    def merge(self, step: int, metrics: dict[str, float]) -> None:
+        """Add ``metrics`` at ``step`` (e.g. a task metric computed after the validation loss):
+        into the validation row of that step when it is the last row, else as a row of its own."""
+        last = self.rows[-1] if self.rows else None
+        if last is not None and last.get("step") == step and any(k.startswith("val/") for k in last):
+            last.update(metrics)
+        else:
+            self.rows.append({"step": step, **metrics})
+        if self.sink is not None:
+            self.sink(dict(metrics), int(step))
+
     def state_dict(self) -> dict[str, Any]:
         return {"rows": self.rows, "last_step": self._last_step}
 
@@ -140,16 +151,17 @@ class History(pl.Callback):
 
 
 def build_trainer(params: Params, optim: OptimConfig, out_dir: Path, callbacks: list, *,
-                  has_validation: bool) -> pl.Trainer:
+                  has_validation: bool, best_on_loss: bool = True) -> pl.Trainer:
     """The Trainer for one stage, checkpointing ``last.ckpt`` every ``train.checkpoint_every``
-    steps and ``best.ckpt`` on the validation loss."""
+    steps and ``best.ckpt`` on the validation loss (unless ``best_on_loss`` is false: fine-tuning
+    keeps the weights that are best on the task's metric itself)."""
     cfg = params.train
     quiet()
     devices, num_nodes, strategy = launch_world(cfg)
     ckpt_dir = out_dir / "checkpoints"
     checkpoints = [ModelCheckpoint(dirpath=ckpt_dir, filename="step-{step}", every_n_train_steps=cfg.checkpoint_every,
                                    save_last=True, save_top_k=1, enable_version_counter=False)]
-    if has_validation:
+    if has_validation and best_on_loss:
         checkpoints.append(ModelCheckpoint(dirpath=ckpt_dir, filename="best", monitor="val/loss", mode="min",
                                            save_top_k=1, enable_version_counter=False))
     val_every = min(optim.eval_every, optim.max_steps) * optim.accumulate_grad_batches
