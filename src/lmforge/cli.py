@@ -173,20 +173,20 @@ def pretrain(architectures, params_path, overrides) -> None:
 @click.option("--task", "tasks", multiple=True, help="docstring_kind (default), a folder of train/validation/test CSV or JSONL, or hf:NAME[/CONFIG].")
 @click.option("--params", "params_path", default="params.yaml", show_default=True, help="Parameters file.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a parameter.")
-@click.option("--from-scratch", is_flag=True, help="The control: the same model and recipe from random initialisation "
-              "(finetune.from_scratch); writes <task>-scratch/.")
+@click.option("--from-scratch", is_flag=True, help="The control: the same architecture, randomly initialised, with the same recipe and budget.")
 def finetune(architectures, tasks, params_path, overrides, from_scratch) -> None:
     """Fine-tune pretrained architectures on downstream tasks (default: finetune.tasks).
 
     Classification heads for the encoders, GPT, Transformer-XL, XLNet and ELMo; text-to-text
-    for T5, BART and Switch. Writes <train.output>/<arch>/<task>/ (model, history, metrics).
+    for T5, BART and Switch. Writes <train.output>/<arch>/<task>/ (model, history, metrics);
+    with --from-scratch, <train.output>/<arch>/<task>-scratch/.
     """
     params = _params(params_path, list(overrides))
     archs = list(architectures) or list(params.train.architectures)
     tasks = list(tasks) or list(params.finetune.tasks)
-    scratch = {"from_scratch": True} if from_scratch else {}
-    _run_stages(_narrowed(params, train={"architectures": archs}, finetune={"tasks": tasks, **scratch}),
-                lambda s: s.kind == "finetune")
+    init = "scratch" if from_scratch else "pretrained"
+    _run_stages(_narrowed(params, train={"architectures": archs}, finetune={"tasks": tasks, "scratch_control": from_scratch}),
+                lambda s: s.kind == "finetune" and s.key["init"] == init)
 
 
 @main.command()

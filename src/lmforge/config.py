@@ -328,13 +328,13 @@ class TrainConfig(_Strict):
 
 
 class FinetuneConfig(_Strict):
-    """Downstream tasks: the default is built from the embedded corpus (finetuning/tasks.py)."""
+    """Downstream tasks: the default is built from the embedded corpus (finetuning/tasks/docstring_kind.py)."""
 
     tasks: list[str] = Field(["docstring_kind"], description="task names, local folders, or hf:NAME[/CONFIG]")
     max_length: int = Field(128, ge=8, description="tokens per fine-tuning input")
     max_train_examples: int | None = Field(4000, ge=1, description="cap on training examples per task (seeded sample)")
-    from_scratch: bool = Field(False, description="fine-tune a randomly initialised model instead of the pretrained one "
-                                                  "(the control; written to <task>-scratch)")
+    scratch_control: bool = Field(True, description="also fine-tune each architecture from random initialisation with the "
+                                                    "same recipe and budget (<task>-scratch): what pretraining is worth")
 
 
 class EvaluateConfig(_Strict):

@@ -136,11 +136,24 @@ def evaluation(loss: float, unigram: float, accuracy: float, majority: float) ->
             "finetune": {"task": {"test": {"accuracy": accuracy}, "baselines": {"majority": {"accuracy": majority}}}}}
 
 
+def with_scratch(ev: dict, accuracy: float) -> dict:
+    ev["finetune"]["task"]["scratch"] = {"test": {"accuracy": accuracy}}
+    return ev
+
+
 @pytest.mark.parametrize("ev, expected", [
-    (evaluation(4.0, 4.7, 0.8, 0.5), {"beats_unigram_baseline": True, "beats_majority_baseline": True}),
-    (evaluation(5.7, 4.7, 0.8, 0.5), {"beats_unigram_baseline": False, "beats_majority_baseline": True}),
-    (evaluation(4.0, 4.7, 0.5, 0.5), {"beats_unigram_baseline": True, "beats_majority_baseline": False}),
-    ({"pretrain": {"validation": {"loss": 4.0}}}, {"beats_unigram_baseline": False, "beats_majority_baseline": False}),
+    (evaluation(4.0, 4.7, 0.8, 0.5), {"beats_unigram_baseline": True, "beats_majority_baseline": True,
+                                      "beats_scratch_control": False}),  # no control: nothing shows transfer
+    (evaluation(5.7, 4.7, 0.8, 0.5), {"beats_unigram_baseline": False, "beats_majority_baseline": True,
+                                      "beats_scratch_control": False}),
+    (evaluation(4.0, 4.7, 0.5, 0.5), {"beats_unigram_baseline": True, "beats_majority_baseline": False,
+                                      "beats_scratch_control": False}),
+    ({"pretrain": {"validation": {"loss": 4.0}}}, {"beats_unigram_baseline": False, "beats_majority_baseline": False,
+                                                   "beats_scratch_control": False}),
+    (with_scratch(evaluation(4.0, 4.7, 0.8, 0.5), 0.7), {"beats_unigram_baseline": True, "beats_majority_baseline": True,
+                                                         "beats_scratch_control": True}),
+    (with_scratch(evaluation(4.0, 4.7, 0.8, 0.5), 0.8), {"beats_unigram_baseline": True, "beats_majority_baseline": True,
+                                                         "beats_scratch_control": False}),  # a tie is no gain
 ])
 def test_evaluation_baselines(checked, ev, expected):
     outcomes = checked("evaluate_gpt", {"data/report/evaluation/gpt.json": ev})

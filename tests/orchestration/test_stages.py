@@ -86,17 +86,23 @@ def names(graph) -> set[str]:
 def test_tiny_graph(graph_root):
     graph = build_stages(graph_project(graph_root), root=graph_root)
     assert list(graph.stages) == ["clean", "tokenizer_bpe", "tokens_bpe", "dataset_clm", "pretrain_gpt",
-                                  "finetune_gpt_task", "evaluate_gpt", "report"]
+                                  "finetune_gpt_task", "finetune_scratch_gpt_task", "evaluate_gpt", "report"]
     assert graph.edges() == {
         ("clean", "tokenizer_bpe"), ("clean", "tokens_bpe"), ("tokenizer_bpe", "tokens_bpe"),
         ("tokens_bpe", "dataset_clm"), ("tokenizer_bpe", "dataset_clm"),
         ("dataset_clm", "pretrain_gpt"), ("tokens_bpe", "pretrain_gpt"), ("tokenizer_bpe", "pretrain_gpt"),
         ("pretrain_gpt", "finetune_gpt_task"), ("tokenizer_bpe", "finetune_gpt_task"),
         ("pretrain_gpt", "evaluate_gpt"), ("finetune_gpt_task", "evaluate_gpt"), ("evaluate_gpt", "report"),
+        # the from-scratch control needs no pretrained model
+        ("tokenizer_bpe", "finetune_scratch_gpt_task"), ("finetune_scratch_gpt_task", "evaluate_gpt"),
     }
     assert graph["clean"].deps[0] == "corpus.jsonl"
     assert graph["finetune_gpt_task"].deps[2] == "task"  # the task folder is a dependency
     assert graph["pretrain_gpt"].key == {"arch": "gpt", "objective": "clm", "kind": "bpe"}
+    assert graph["finetune_scratch_gpt_task"].command == ("finetune", "gpt", "--task", "task", "--from-scratch")
+    assert graph["finetune_scratch_gpt_task"].paths == ["models/gpt/task-scratch"]
+    without = build_stages(graph_project(graph_root, finetune={"tasks": ["task"], "scratch_control": False}), root=graph_root)
+    assert "finetune_scratch_gpt_task" not in without.stages
     assert graph["pretrain_gpt"].subprocess and not graph["dataset_clm"].subprocess
 
 
@@ -105,12 +111,12 @@ def test_an_architecture_adds_its_stages_without_code_changes(graph_root):
     both = build_stages(graph_project(graph_root, train={"architectures": ["gpt", "t5"]}), root=graph_root)
     # t5 needs span corruption over unigram tokens, though neither is in dataset.objectives / tokenizer.kinds
     assert names(both) - names(gpt) == {"tokenizer_unigram", "tokens_unigram", "dataset_span_corruption",
-                                        "pretrain_t5", "finetune_t5_task", "evaluate_t5"}
+                                        "pretrain_t5", "finetune_t5_task", "finetune_scratch_t5_task", "evaluate_t5"}
     assert names(gpt) <= names(both)
     assert set(both["report"].upstream) == {"evaluate_gpt", "evaluate_t5"}
     assert both["pretrain_t5"].upstream == ("dataset_span_corruption", "tokens_unigram", "tokenizer_unigram")
     assert "pipelines/t5.yaml" in both["pretrain_t5"].deps
-    assert both["finetune_t5_task"].key == {"arch": "t5", "task": "task"}
+    assert both["finetune_t5_task"].key == {"arch": "t5", "task": "task", "init": "pretrained"}
     # ... and to the DVC view
     assert set(dvc_stages(both)["stages"]) == names(both)
     assert set(dvc_stages(both)["plots"][0]["pretraining_loss"]["y"]) == {"data/report/plots/loss_gpt.csv",
@@ -123,7 +129,8 @@ def test_a_task_adds_a_finetuning_stage_per_architecture(graph_root):
                                      finetune={"tasks": ["task", "data/Other Task", "docstring_kind"]}), root=graph_root)
     added = names(two) - names(one)
     # a local task folder is named by its last component, in the stage name and the output folder alike
-    assert added == {f"finetune_{a}_{t}" for a in ("gpt", "t5") for t in ("other_task", "docstring_kind")}
+    assert added == {f"finetune_{init}{a}_{t}" for a in ("gpt", "t5") for t in ("other_task", "docstring_kind")
+                     for init in ("", "scratch_")}
     assert "data/Other Task" in two["finetune_gpt_other_task"].deps
     assert two["finetune_gpt_other_task"].paths == ["models/gpt/Other-Task"]
     assert {"finetune_gpt_other_task", "finetune_gpt_docstring_kind"} < set(two["evaluate_gpt"].upstream)
@@ -220,7 +227,7 @@ def test_code_version_follows_the_recipe(graph_root):
     edit_recipe(graph_root, "gpt", max_steps=7)
     after = build_stages(params, root=graph_root)
     changed = {s.name for s in after if after.code_version(s) != versions[s.name]}
-    assert changed == {"pretrain_gpt", "finetune_gpt_task"}
+    assert changed == {"pretrain_gpt", "finetune_gpt_task", "finetune_scratch_gpt_task"}
 
 
 def test_lmforge_dvc_names_the_keys_a_short_params_yaml_leaves_out(tmp_path, monkeypatch):

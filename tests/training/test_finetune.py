@@ -5,6 +5,7 @@ from-scratch control. Tiny models and a few steps: this checks the mechanics, no
 from __future__ import annotations
 
 import csv
+import shutil
 import json
 
 import lightning.pytorch as pl
@@ -22,7 +23,7 @@ from lmforge.training.module import LMForgeModule, balanced_class_weights, weigh
 from lmforge.training.param_groups import freeze, optimizer_groups, placements
 from lmforge.training.recipes import FinetuneOptimConfig, FinetuneRecipe, resolve_finetune_budget
 
-from .conftest import write_params
+from .conftest import REPO, write_params
 
 
 # ----------------------------------------------------------------------------- the budget
@@ -360,9 +361,9 @@ def test_finetune_selects_on_validation_and_the_scratch_control_matches_it(proje
         {k: meta[1][k] for k in ("preset", "head", "num_labels", "config_overrides")}
     scratch_init, pretrained_init = initial
     assert {k: v.shape for k, v in scratch_init.items()} == {k: v.shape for k, v in pretrained_init.items()}
-    from lmforge import tracking
+    from lmforge.models.folder import load_model_dir
 
-    backbone = tracking.load_model_dir(root / "pretrain" / "model").state_dict()
+    backbone = load_model_dir(root / "pretrain" / "model").state_dict()
     shared = sorted(set(backbone) & set(scratch_init))
     assert len(shared) > 20 and all(torch.equal(pretrained_init[k], backbone[k]) for k in shared)
     assert not any(torch.equal(scratch_init[k], backbone[k]) for k in shared)
@@ -378,15 +379,24 @@ def test_finetune_selects_on_validation_and_the_scratch_control_matches_it(proje
     assert again["fingerprint"] == scratch["fingerprint"] and logs[-1].endswith("up to date")
 
 
-def test_the_cli_flag_sets_finetune_from_scratch(monkeypatch, tmp_path):
+def test_the_cli_flag_runs_the_scratch_control_stages(monkeypatch, tmp_path):
     from click.testing import CliRunner
 
     from lmforge import cli
+    from lmforge.stages import build_stages
 
     seen = []
-    monkeypatch.setattr(cli, "_run_stages", lambda params, select=None: seen.append(params.finetune.from_scratch))
+
+    def run_stages(params, select=None):
+        graph = build_stages(params, root=tmp_path)
+        seen.append(sorted((s.name, s.key["init"]) for s in graph if select(s)))
+
+    monkeypatch.setattr(cli, "_run_stages", run_stages)
     params = write_params(tmp_path)
+    shutil.copytree(REPO / "pipelines", tmp_path / "pipelines")
+    monkeypatch.chdir(tmp_path)
     for args in (["--from-scratch"], []):
         res = CliRunner().invoke(cli.main, ["finetune", "bert", "--params", str(params), *args])
         assert res.exit_code == 0, res.output
-    assert seen == [True, False]
+    assert [[init for _, init in stages] for stages in seen] == [["scratch"], ["pretrained"]]
+    assert seen[0][0][0].startswith("finetune_scratch_bert_")

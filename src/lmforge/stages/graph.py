@@ -258,34 +258,45 @@ def build_stages(params: Params | None = None, root: str | os.PathLike = ".", pa
         ))
         finetuned = []
         for task in params.finetune.tasks:
-            name = f"finetune_{arch}_{_slug(layout.task_slug(task))}"
             task_deps: list[str] = []
-            upstream = [f"pretrain_{arch}", f"tokenizer_{kind}"]
+            task_upstream = [f"tokenizer_{kind}"]
             if task == DEFAULT_TASK:
                 task_deps.append(clean_out)
-                upstream.append("clean")
+                task_upstream.append("clean")
             elif not task.startswith("hf:"):
                 task_deps.append(rel(task))
+            finetune_params = ("train.size", "train.seed", "train.finetune_max_steps", "train.log_every",
+                               "finetune.max_length", "finetune.max_train_examples", "split")
+            name = f"finetune_{arch}_{_slug(layout.task_slug(task))}"
             out = rel(layout.finetune_dir(params, arch, task))
             finetuned.append((name, out))
             add(Stage(
                 name=name, kind="finetune",
                 description=f"Fine-tune the pretrained {arch} on {task} ({recipe.finetune.mode}); model, history.csv, "
                             "metrics.json with test accuracy / macro-F1 and the majority and bag-of-words baselines.",
-                command=("finetune", arch, "--task", task), upstream=tuple(upstream),
-                deps=(pre_out, tokenizer_out, *task_deps, recipe_file),
-                params=("train.size", "train.seed", "train.finetune_max_steps", "train.log_every", "finetune.max_length",
-                        "finetune.max_train_examples", "split"),
-                outputs=(Output(out),),
-                key={"arch": arch, "task": task},
+                command=("finetune", arch, "--task", task), upstream=(f"pretrain_{arch}", *task_upstream),
+                deps=(pre_out, tokenizer_out, *task_deps, recipe_file), params=finetune_params,
+                outputs=(Output(out),), key={"arch": arch, "task": task, "init": "pretrained"},
             ))
+            if params.finetune.scratch_control:
+                name = f"finetune_scratch_{arch}_{_slug(layout.task_slug(task))}"
+                out = rel(layout.finetune_scratch_dir(params, arch, task))
+                finetuned.append((name, out))
+                add(Stage(
+                    name=name, kind="finetune",
+                    description=f"The control: {arch} randomly initialised, fine-tuned on {task} with the same recipe "
+                                "and budget as the pretrained one; what pretraining is worth is the difference.",
+                    command=("finetune", arch, "--task", task, "--from-scratch"), upstream=tuple(task_upstream),
+                    deps=(tokenizer_out, *task_deps, recipe_file), params=finetune_params,
+                    outputs=(Output(out),), key={"arch": arch, "task": task, "init": "scratch"},
+                ))
         add(Stage(
             name=f"evaluate_{arch}", kind="evaluate",
             description=f"Gather {arch}'s intrinsic (validation loss, bits per byte, unigram baseline) and downstream "
                         "results, log them to MLflow, move the registry's champion alias only on improvement.",
             command=("evaluate", arch), upstream=(f"pretrain_{arch}", *(n for n, _ in finetuned)),
             deps=(pre_out, *(o for _, o in finetuned)),
-            params=("finetune.tasks", "tracking.promotion_metric"),
+            params=("finetune.tasks", "finetune.scratch_control", "tracking.promotion_metric"),
             outputs=(Output(rel(layout.evaluation_file(params, arch))),),
             key={"arch": arch},
         ))

@@ -39,8 +39,18 @@ def gather(params: Params, arch: str) -> dict[str, Any]:
         entry = {k: ft.get(k) for k in ("mode", "steps", "seconds", "test", "validation", "baselines", "mlflow_run_id",
                                          "registered_model", "train_loss_first", "train_loss_last")}
         entry["history"] = str(d / "history.csv")
+        scratch = _read(layout.finetune_scratch_dir(params, arch, task) / "metrics.json")
+        if scratch is not None:  # the control: the same recipe from random initialisation
+            entry["scratch"] = {k: scratch.get(k) for k in ("steps", "seconds", "test", "validation", "best_step")}
         out["finetune"][ft["task"]] = entry
     return out
+
+
+def transfer_gain(finetuned: dict[str, Any]) -> float | None:
+    """Test accuracy of the pretrained model minus its from-scratch control's, when both exist."""
+    ours = (finetuned.get("test") or {}).get("accuracy")
+    control = ((finetuned.get("scratch") or {}).get("test") or {}).get("accuracy")
+    return None if ours is None or control is None else float(ours) - float(control)
 
 
 def run_evaluate(params: Params, archs: list[str] | None = None, *, log: Callable[[str], None] = print,
@@ -68,6 +78,10 @@ def run_evaluate(params: Params, archs: list[str] | None = None, *, log: Callabl
             for task, ft in ev["finetune"].items():
                 metric = params.tracking.promotion_metric
                 tracker.log_metrics({f"{task}/test/{k}": x for k, x in (ft.get("test") or {}).items()})
+                gain = transfer_gain(ft)
+                if gain is not None:
+                    tracker.log_metrics({f"{task}/scratch/test/{k}": x for k, x in (ft["scratch"].get("test") or {}).items()})
+                    tracker.log_metrics({f"{task}/transfer_gain": gain})
                 reg = ft.get("registered_model")
                 if reg and ft.get("test") and metric in ft["test"]:
                     gates.append((reg, f"test_{metric}", ft["test"][metric], True))

@@ -17,7 +17,8 @@ Every ``eval_every`` steps the whole validation split is scored with :func:`pred
 recipe's ``metric``; the weights of the best evaluation are restored before the test split is
 scored, and ``patience`` stops a run that no longer improves (``finetune_callbacks.py``).
 
-``from_scratch`` (``finetune.from_scratch``, ``lmforge finetune --from-scratch``) is the control
+``from_scratch`` (``lmforge finetune --from-scratch``; a stage of its own while
+``finetune.scratch_control`` is on) is the control
 that says whether pretraining paid: the same architecture, head and config, randomly
 initialised with the run's seed and trained with the same recipe and budget, written to
 ``<train.output>/<arch>/<task>-scratch/`` and never registered.
@@ -178,11 +179,11 @@ def split_scorer(examples, collate, mode: str, candidates, label_names: list[str
                                                            device=device), label_names)
 
 
-def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: bool | None = None,
+def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: bool = False,
                  log: Callable[[str], None] = print, tracker_factory=None) -> dict[str, Any]:
-    """Fine-tune ``arch`` on ``task_spec`` (``from_scratch``, default ``finetune.from_scratch``:
-    the randomly initialised control); returns the metrics written to ``metrics.json``."""
-    scratch = params.finetune.from_scratch if from_scratch is None else from_scratch
+    """Fine-tune ``arch`` on ``task_spec`` (``from_scratch``: the randomly initialised control);
+    returns the metrics written to ``metrics.json``."""
+    scratch = from_scratch
     init = "scratch" if scratch else "pretrained"
     recipe = load_recipe(params, arch)
     size = size_recipe(params, recipe)

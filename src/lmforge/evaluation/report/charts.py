@@ -101,7 +101,14 @@ def downstream(df: pd.DataFrame) -> bytes:
         return _png(fig)
     x = np.arange(len(df))
     width = 0.6
-    bars = ax.bar(x, accuracy, width, color="tab:blue", label="fine-tuned")
+    scratch = df["scratch_accuracy"].to_numpy(float) if "scratch_accuracy" in df else np.full(len(df), np.nan)
+    if np.any(~np.isnan(scratch)):  # pretrained and its from-scratch control side by side
+        half = width / 2
+        bars = ax.bar(x - half / 2, accuracy, half, color="tab:blue", label="pretrained, fine-tuned")
+        control = ax.bar(x + half / 2, scratch, half, color="tab:gray", label="from scratch, same recipe")
+        ax.bar_label(control, labels=_labels(scratch), fontsize="xx-small", padding=2)
+    else:
+        bars = ax.bar(x, accuracy, width, color="tab:blue", label="fine-tuned")
     ax.bar_label(bars, labels=_labels(accuracy), fontsize="x-small", padding=2)
     for position in x[np.isnan(accuracy)]:
         ax.text(position, 0.02, "not\nfine-tuned", ha="center", va="bottom", color="0.4", fontsize="small")

@@ -36,10 +36,13 @@ COLUMNS: dict[str, str] = {
     "task_macro_f1": "fine-tuned macro-averaged F1 on the same split",
     "majority_accuracy": "accuracy of always predicting the most frequent class",
     "bow_accuracy": "accuracy of a bag-of-words classifier",
+    "scratch_accuracy": "the control: the same architecture fine-tuned from random initialisation with the same recipe and budget",
+    "transfer_gain": "task_accuracy - scratch_accuracy: what pretraining is worth on the task",
     "beats_majority": "task_accuracy > majority_accuracy",
     "beats_bow": "task_accuracy > bow_accuracy",
+    "beats_scratch": "task_accuracy > scratch_accuracy",
 }
-BOOLEAN_COLUMNS = ("below_start", "below_unigram", "beats_majority", "beats_bow")
+BOOLEAN_COLUMNS = ("below_start", "below_unigram", "beats_majority", "beats_bow", "beats_scratch")
 TEXT_COLUMNS = ("architecture", "objective", "tokenizer", "task")
 # Columns of the Markdown table (unigram_bits_per_byte stays in the CSV and the plot only).
 TABLE_COLUMNS = [c for c in COLUMNS if c not in ("unigram_bits_per_byte",)]
@@ -121,14 +124,19 @@ def _task_row(evaluation: dict, task: str | None) -> dict[str, Any]:
     accuracy = _number(lookup(metrics, "accuracy"))
     majority = _number(lookup(result, "baselines", "majority", "accuracy"))
     bow = _number(lookup(result, "baselines", "bag_of_words", "accuracy"))
+    scratch_metrics = lookup(result, "scratch", "test") or lookup(result, "scratch", "validation")
+    scratch = _number(lookup(scratch_metrics, "accuracy"))
     return {
         "task": task,
         "task_accuracy": accuracy,
         "task_macro_f1": _number(lookup(metrics, "macro_f1")),
         "majority_accuracy": majority,
         "bow_accuracy": bow,
+        "scratch_accuracy": scratch,
+        "transfer_gain": accuracy - scratch,
         "beats_majority": _less(majority, accuracy),
         "beats_bow": _less(bow, accuracy),
+        "beats_scratch": _less(scratch, accuracy),
     }
 
 

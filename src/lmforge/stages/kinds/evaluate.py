@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...config import Params
+from ...training.evaluate import transfer_gain
 from ..kind import CheckOutcome, CheckSpec, StageKind, numbers, read_json, read_json_or_empty
 
 
@@ -27,6 +28,8 @@ def check(stage, params: Params, out: Path) -> list[CheckOutcome]:
         majority = ((ft.get("baselines") or {}).get("majority") or {}).get("accuracy")
         tasks[task] = (acc, majority)
     downstream = bool(tasks) and all(a is not None and m is not None and a > m for a, m in tasks.values())
+    gains = {task: transfer_gain(ft) for task, ft in (ev.get("finetune") or {}).items()}
+    gains = {task: g for task, g in gains.items() if g is not None}
     return [
         CheckOutcome("beats_unigram_baseline", intrinsic,
                      f"validation loss {loss} vs unigram baseline {unigram}" if loss is not None else "no validation loss",
@@ -34,12 +37,20 @@ def check(stage, params: Params, out: Path) -> list[CheckOutcome]:
         CheckOutcome("beats_majority_baseline", downstream,
                      "; ".join(f"{t}: accuracy {a} vs majority {m}" for t, (a, m) in tasks.items()) or "no fine-tuned task",
                      severity="warn", metadata={f"{t}_accuracy": a for t, (a, _) in tasks.items()}),
+        CheckOutcome("beats_scratch_control", bool(gains) and all(g > 0 for g in gains.values()),
+                     "; ".join(f"{t}: transfer gain {g:+.3f} (pretrained minus from scratch)" for t, g in gains.items())
+                     or "no from-scratch control was fine-tuned",
+                     severity="warn", metadata={f"{t}_transfer_gain": g for t, g in gains.items()}),
     ]
 
 
 def metadata(stage, params: Params, out: Path) -> dict:
     ev = read_json_or_empty(out)
     meta: dict = numbers((ev.get("pretrain") or {}).get("validation") or {}, "validation/")
+    for task, ft in (ev.get("finetune") or {}).items():
+        gain = transfer_gain(ft)
+        if gain is not None:
+            meta[f"transfer_gain/{task}"] = gain
     for name, p in (ev.get("promotion") or {}).items():
         meta[f"registry/{name}"] = f"v{p['version']} {p['metric']}={p['value']:.4f} " + (
             "-> champion" if p["champion"] else "(champion unchanged)")
@@ -56,5 +67,7 @@ KIND = StageKind(
                   blocking=False),
         CheckSpec("beats_majority_baseline", "downstream test accuracy above the majority-class baseline on every task",
                   blocking=False, severity="warn"),
+        CheckSpec("beats_scratch_control", "the pretrained model's test accuracy above its from-scratch control's on "
+                                           "every task (a positive transfer gain)", blocking=False, severity="warn"),
     ),
 )

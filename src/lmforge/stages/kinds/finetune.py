@@ -12,7 +12,8 @@ from ..kind import CheckOutcome, CheckSpec, MlflowRun, StageKind, logged_losses,
 def run(params: Params, stage, log) -> dict:
     from ...training.finetune import run_finetune
 
-    return run_finetune(params, stage.key["arch"], stage.key["task"], log=log)
+    return run_finetune(params, stage.key["arch"], stage.key["task"], log=log,
+                        from_scratch=stage.key.get("init") == "scratch")
 
 
 def check(stage, params: Params, out: Path) -> list[CheckOutcome]:
