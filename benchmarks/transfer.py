@@ -123,7 +123,8 @@ def summary_lines(rows: list[dict]) -> list[str]:
         bow = sum(statistics.fmean(r["pretrained"]) >= r["bag_of_words"] for r in group)
         pays = sum(r["pays"] for r in group)
         out.append(f"{task}: fine-tuned from pretraining, {beat}/{n} architectures beat the majority class by >= "
-                   f"{MAJORITY_MARGIN:g} points and {bow}/{n} reach bag of words; {pays}/{n} show a transfer gain that pays")
+                   f"{MAJORITY_MARGIN:g} points and {bow}/{n} reach bag of words; "
+                   f"{pays}/{n} show a transfer gain that pays")
     return out
 
 
@@ -219,7 +220,7 @@ def run(args: argparse.Namespace) -> int:
     overrides = list(args.overrides)
     if not any(o.split("=", 1)[0].strip() == "tracking.enabled" for o in overrides):
         overrides.append("tracking.enabled=false")
-    base = load_params(params_path, overrides)
+    base = load_params(params_path if params_path.exists() else None, overrides)  # none: the defaults, as lmforge
 
     archs = args.arch or list(base.train.architectures)
     unknown = [a for a in archs if a not in ARCHITECTURES]
