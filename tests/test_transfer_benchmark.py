@@ -1,0 +1,90 @@
+"""benchmarks/transfer.py without training: its arithmetic and table on fixed numbers, and the
+one-line errors (exit status 2) for bad arguments."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "transfer.py"
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("transfer_benchmark", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def transfer():
+    return _load()
+
+
+def run(arch: str, task: str, seed: int, pre: float, scratch: float, majority: float = 0.5, bow: float = 0.7) -> dict:
+    """A per-seed record as the script builds it from two metrics.json (test macro-F1 = accuracy - 0.1)."""
+    def metrics(acc: float, best: int) -> dict:
+        return {"test": {"accuracy": acc, "macro_f1": acc - 0.1}, "validation": {"accuracy": acc, "macro_f1": acc},
+                "best_step": best, "steps": 100, "seconds": 10.0 + seed,
+                "baselines": {"majority": {"accuracy": majority}, "bag_of_words": {"accuracy": bow}}}
+    transfer = _load()
+    return transfer.record(arch, task, seed, metrics(pre, 40), metrics(scratch, 90))
+
+
+def test_mean_and_sample_sd(transfer):
+    assert transfer.mean_sd([70.0, 72.0, 74.0]) == (72.0, 2.0)  # sample sd: n - 1
+    assert transfer.mean_sd([61.5]) == (61.5, None)
+    assert transfer.pm([70.0, 72.0, 74.0]) == "72.0 ± 2.0"
+    assert transfer.pm([3.25], signed=True) == "+3.2"
+    assert transfer.pm([-1.0, -3.0], signed=True) == "-2.0 ± 1.4"
+
+
+def test_rows_gain_and_pays(transfer):
+    runs = [
+        # gpt: +10, +12, +8 points -> mean 10 > 3 and > sd 2: pays
+        run("gpt", "t", 0, 0.80, 0.70), run("gpt", "t", 1, 0.82, 0.70), run("gpt", "t", 2, 0.78, 0.70),
+        # bert: +4, -4, +12 -> mean 4 > 3 but sd 8: does not pay
+        run("bert", "t", 0, 0.74, 0.70), run("bert", "t", 1, 0.66, 0.70), run("bert", "t", 2, 0.82, 0.70),
+    ]
+    gpt, bert = transfer.summarize(runs)
+    assert (gpt["architecture"], gpt["seeds"]) == ("gpt", [0, 1, 2])
+    assert gpt["gain"] == pytest.approx(10.0) and gpt["gain_sd"] == pytest.approx(2.0) and gpt["pays"]
+    assert bert["gain"] == pytest.approx(4.0) and bert["gain_sd"] == pytest.approx(8.0) and not bert["pays"]
+    assert gpt["best_step"] == (40, 90) and gpt["seconds"] == (11.0, 11.0)
+
+    table = transfer.format_table([gpt, bert]).splitlines()
+    assert len(table) == 4 and all(line.count("|") == 13 for line in table)
+    assert table[2].startswith("| gpt | t | 50.0 | 70.0 | 80.0 ± 2.0 | 70.0 ± 0.0 | +10.0 ± 2.0 | yes | "
+                               "70.0 ± 2.0 |")
+    assert "| 40 / 90 of 100 | 11 / 11 |" in table[2]
+    assert "| +4.0 ± 8.0 | no |" in table[3]
+
+    # gpt beats majority (50) by >= 5 and reaches bag of words (70); bert's mean 74 does both too
+    assert transfer.summary_lines([gpt, bert]) == [
+        "t: fine-tuned from pretraining, 2/2 architectures beat the majority class by >= 5 points and 2/2 reach "
+        "bag of words; 1/2 show a transfer gain that pays"]
+
+
+def test_one_seed_needs_only_three_points(transfer):
+    (row,) = transfer.summarize([run("t5", "t", 0, 0.60, 0.565, majority=0.58, bow=0.65)])
+    assert row["gain_sd"] is None and row["pays"]  # +3.5 points
+    assert "| 60.0 | 56.5 | +3.5 | yes |" in transfer.format_table([row])
+    assert transfer.summary_lines([row])[0].startswith("t: fine-tuned from pretraining, 0/1 architectures beat the "
+                                                        "majority class by >= 5 points and 0/1 reach bag of words")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--arch", "gpt", "nope"], "unknown architecture(s) nope"),
+    (["--arch", "gpt", "--task", "./no/such/folder"], "task './no/such/folder': no such folder"),
+    (["--arch", "gpt", "--set", "train.nokey=1"], "train.nokey: unknown key"),
+    (["--arch", "gpt", "--set", "train.seed"], "expected KEY=VALUE"),
+    (["--arch", "gpt"], "no pretrained model for gpt"),
+])
+def test_errors_are_one_line(transfer, tmp_path, monkeypatch, capsys, argv, message):
+    monkeypatch.chdir(tmp_path)
+    assert transfer.main(["--project", str(tmp_path), *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("transfer.py: error: ") and message in err
+    assert not (tmp_path / "benchmarks").exists()  # nothing was written
