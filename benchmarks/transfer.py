@@ -13,13 +13,15 @@ Defaults: the project's ``train.architectures`` and ``finetune.tasks``, seed 0. 
 ``text,label``), ``.tsv`` or ``.jsonl``: a task the project has never seen.
 
 For every (architecture, task, seed) ``run_finetune`` runs twice, pretrained and from scratch,
-with ``train.seed=<seed>`` and the ``--set`` overrides (``tracking.enabled=false`` unless one of
-them sets it). The runs write under ``--out`` (default ``<project>/benchmarks/results/transfer``),
+with ``train.seed=<seed>`` and the ``--set`` overrides (``tracking.enabled=false`` and
+``tracking.register_models=false`` unless they set them: a benchmark run is never a candidate).
+The runs write under ``--out`` (default ``<project>/benchmarks/results/transfer``), in
 ``seed-<s>/<arch>/<task>[-scratch]/``, where ``<arch>/pretrain`` is a symlink to the project's
 pretrained model: the pipeline's own ``models/`` are read, never written. A finished run is
-reused (the pipeline's fingerprint), so a second call only prints the table again. With
-``--pretrain`` a missing pretrained model is pretrained first, into the project's
-``train.output`` (``lmforge pretrain <arch>``); without it, a missing one is an error.
+reused (the pipeline's fingerprint, with the seconds it took then), so a second call only
+prints the table again. With ``--pretrain`` a missing pretrained model is pretrained first, into
+the project's ``train.output`` (``lmforge pretrain <arch>``); without it, a missing one is an
+error.
 
 The table (Markdown, on stdout; the runs' logs go to stderr): test accuracy in percent, the
 mean ± the sample standard deviation over seeds when there is more than one; the gain is
@@ -218,8 +220,9 @@ def run(args: argparse.Namespace) -> int:
     out_root = Path(args.out).expanduser().resolve() if args.out else project / "benchmarks" / "results" / "transfer"
     json_path = Path(args.json).expanduser().resolve() if args.json else None
     overrides = list(args.overrides)
-    if not any(o.split("=", 1)[0].strip() == "tracking.enabled" for o in overrides):
-        overrides.append("tracking.enabled=false")
+    for key in ("tracking.enabled", "tracking.register_models"):  # off unless the user turns them on
+        if not any(o.split("=", 1)[0].strip() == key for o in overrides):
+            overrides.append(f"{key}=false")
     base = load_params(params_path if params_path.exists() else None, overrides)  # none: the defaults, as lmforge
 
     archs = args.arch or list(base.train.architectures)
