@@ -71,7 +71,7 @@ def test_dvc_repro_status_metrics_plots_and_experiments(tmp_path):
         run("git", "config", key, value)
     assert "dvc.yaml: written" in run(str(BIN / "lmforge"), "dvc")
     stages = list(yaml.safe_load((root / "dvc.yaml").read_text(encoding="utf-8"))["stages"])
-    assert stages == DATA + ["pretrain_gpt", "finetune_gpt_task", "evaluate_gpt", "report"]
+    assert stages == DATA + ["pretrain_gpt", "finetune_gpt_task", "finetune_scratch_gpt_task", "evaluate_gpt", "report"]
     run("git", "add", "-A")
     run("git", "commit", "-q", "-m", "tiny project")
 
@@ -97,7 +97,8 @@ def test_dvc_repro_status_metrics_plots_and_experiments(tmp_path):
 
     # an experiment with another value of a parameter the training stages read
     out = dvc("exp", "run", "-S", "train.max_steps=5")
-    assert ran(out) == TRAINING and skipped(out) == DATA, out
+    # the from-scratch control reads no pretrained model and none of these parameters
+    assert ran(out) == TRAINING and sorted(skipped(out)) == sorted(DATA + ["finetune_scratch_gpt_task"]), out
     assert json.loads(dvc("status", "--json")) == {}
     assert json.loads((root / "data/report/metrics.json").read_text(encoding="utf-8"))["gpt"]["steps"] == 5
     with open(root / "models/gpt/pretrain/history.csv", newline="", encoding="utf-8") as f:

@@ -60,9 +60,9 @@ def test_lmforge_run_walks_the_stage_graph_in_order(project, monkeypatch):
     assert res.exit_code == 0, (res.output, res.exception)
     names = [s.name for s in build_stages(root=project)]
     assert names == ["clean", "tokenizer_bpe", "tokens_bpe", "dataset_clm", "pretrain_gpt", "finetune_gpt_task",
-                     "evaluate_gpt", "report"]
+                     "finetune_scratch_gpt_task", "evaluate_gpt", "report"]
     markers = ["clean ->", "tokenizers (metrics", "dataset clm", "pretrain_gpt: done", "finetune_gpt_task: done",
-               "evaluate_gpt: done", "| gpt "]
+               "finetune_scratch_gpt_task: done", "evaluate_gpt: done", "| gpt "]
     positions = [res.output.find(m) for m in markers]
     assert -1 not in positions and positions == sorted(positions), (markers, positions, res.output)
     assert (project / "data" / "report" / "leaderboard.csv").exists()
