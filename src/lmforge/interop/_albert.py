@@ -16,7 +16,7 @@ import transformers
 from torch import nn
 
 from ..models.albert import AlbertConfig, AlbertForMaskedLM, AlbertForPreTraining, AlbertForSequenceClassification
-from ..models.layers import ConfigError
+from ..errors import ConfigError
 from ._bert import encoder_hf_kwargs, encoder_our_kwargs
 from .common import (
     held_by,

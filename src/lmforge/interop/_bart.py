@@ -25,7 +25,7 @@ import transformers
 from torch import nn
 
 from ..models import bart
-from ..models.layers import ConfigError
+from ..errors import ConfigError
 from .common import (
     ACT_FROM_HF,
     ACT_TO_HF,

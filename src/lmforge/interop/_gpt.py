@@ -28,7 +28,7 @@ import transformers
 from torch import nn
 
 from ..models.gpt import GPTConfig, GPTForSequenceClassification, GPTLMHeadModel
-from ..models.layers import ConfigError
+from ..errors import ConfigError
 from .common import ACT_FROM_HF, ACT_TO_HF, hf_class, like, our_class, translate_activation
 
 GPTHead = GPTLMHeadModel | GPTForSequenceClassification

@@ -32,7 +32,7 @@ import transformers
 from torch import nn
 
 from ..models import switch, t5
-from ..models.layers import ConfigError
+from ..errors import ConfigError
 from .common import (
     check_single_label,
     classifier_settings,

@@ -30,7 +30,7 @@ import torch
 import transformers
 from torch import nn
 
-from ..models.layers import ConfigError
+from ..errors import ConfigError
 from ..models.xlnet import XLNetConfig, XLNetForSequenceClassification, XLNetLMHeadModel
 from .common import (
     ACT_FROM_HF,

@@ -20,7 +20,7 @@ from pathlib import Path
 from torch import nn
 
 from ..models import albert, bart, bert, ernie, gpt, switch, t5, xlnet
-from ..models.layers import ConfigError
+from ..errors import ConfigError
 
 
 def to_hf(model: nn.Module, **token_ids: int | None) -> nn.Module:

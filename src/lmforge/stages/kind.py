@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from ..artifacts import read_json
 from ..config import Params
 
 Log = Callable[[str], None]
@@ -96,7 +97,7 @@ class StageKind:
 # ----------------------------------------------------------------------------- helpers the kinds share
 
 
-def read_json(path: Path) -> dict:
+def read_record(path: Path) -> dict:
     """A stage's JSON record; missing is an error naming the file (checks report it as failed)."""
     if not path.exists():
         raise FileNotFoundError(f"{path}: missing (the stage did not write it)")
@@ -104,7 +105,8 @@ def read_json(path: Path) -> dict:
 
 
 def read_json_or_empty(path: Path) -> dict:
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    """A stage's JSON record for display: empty when missing or unreadable."""
+    return read_json(path) or {}
 
 
 def logged_losses(history: Path, column: str = "train/loss") -> list[float]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...config import Params
-from ..kind import CheckOutcome, CheckSpec, StageKind, Table, read_json, read_json_or_empty
+from ..kind import CheckOutcome, CheckSpec, StageKind, Table, read_record, read_json_or_empty
 
 
 def run(params: Params, stage, log) -> dict:
@@ -38,7 +38,7 @@ def summary(stage, result: dict) -> str:
 
 def check(stage, params: Params, out: Path) -> list[CheckOutcome]:
     c = params.checks
-    stats = read_json(out / "stats.json")
+    stats = read_record(out / "stats.json")
     n_in, n_out = stats["documents_in"], stats["documents_out"]
     reasons = {r: d["documents"] / max(n_in, 1) for r, d in stats["dropped"].items()}
     worst = max(reasons.items(), key=lambda kv: kv[1], default=("-", 0.0))

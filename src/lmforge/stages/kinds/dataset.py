@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ...config import Params
-from ..kind import CheckOutcome, CheckSpec, JsonValue, StageKind, numbers, read_json, read_json_or_empty
+from ..kind import CheckOutcome, CheckSpec, JsonValue, StageKind, numbers, read_record, read_json_or_empty
 
 
 def run(params: Params, stage, log) -> dict:
@@ -38,7 +38,7 @@ RATES: dict[str, tuple[str, Callable[[Any], float]]] = {
 
 def check(stage, params: Params, out: Path) -> list[CheckOutcome]:
     objective = stage.key["objective"]
-    stats = read_json(out / "stats.json")
+    stats = read_record(out / "stats.json")
     train = stats["splits"].get("train", {})
     examples = int(train.get("examples_per_epoch", 0))
     meta: dict[str, Any] = {"examples_per_epoch": examples}

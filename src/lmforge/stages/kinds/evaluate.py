@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ...config import Params
 from ...training.evaluate import transfer_gain
-from ..kind import CheckOutcome, CheckSpec, StageKind, numbers, read_json, read_json_or_empty
+from ..kind import CheckOutcome, CheckSpec, StageKind, numbers, read_record, read_json_or_empty
 
 
 def run(params: Params, stage, log) -> dict:
@@ -18,7 +18,7 @@ def run(params: Params, stage, log) -> dict:
 
 
 def check(stage, params: Params, out: Path) -> list[CheckOutcome]:
-    ev = read_json(out)
+    ev = read_record(out)
     v = (ev.get("pretrain") or {}).get("validation") or {}
     loss, unigram = v.get("loss"), v.get("unigram_loss")
     intrinsic = loss is not None and unigram is not None and loss < unigram

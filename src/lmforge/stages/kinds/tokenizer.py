@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...config import Params
-from ..kind import CheckOutcome, CheckSpec, StageKind, read_json, read_json_or_empty
+from ..kind import CheckOutcome, CheckSpec, StageKind, read_record, read_json_or_empty
 
 
 def run(params: Params, stage, log) -> dict:
@@ -31,7 +31,7 @@ def summary(stage, result: dict) -> str:
 
 
 def check(stage, params: Params, out: Path) -> list[CheckOutcome]:
-    m = read_json(out / "metrics.json")
+    m = read_record(out / "metrics.json")
     c = params.checks
     rate = float(m["unknown_rate"])
     limit = c.char_max_unknown_rate if stage.key.get("kind") == "char" else c.tokenizer_max_unknown_rate

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...config import Params
-from ..kind import CheckOutcome, CheckSpec, StageKind, read_json, read_json_or_empty
+from ..kind import CheckOutcome, CheckSpec, StageKind, read_record, read_json_or_empty
 
 
 def run(params: Params, stage, log) -> dict:
@@ -21,7 +21,7 @@ def summary(stage, result: dict) -> str:
 
 
 def check(stage, params: Params, out: Path) -> list[CheckOutcome]:
-    m = read_json(out / "manifest.json")
+    m = read_record(out / "manifest.json")
     train = m["splits"].get("train", {})
     docs, tokens = int(train.get("documents", 0)), int(train.get("tokens", 0))
     return [CheckOutcome("train_not_empty", docs > 0 and tokens > 0, f"train split: {docs} documents, {tokens} tokens",
