@@ -38,10 +38,12 @@ from .layers import (
     TransformerBlock,
     attention_bias,
     check_classifier,
+    check_pooling,
     check_transformer_config,
     classification_loss,
     init_normal,
     lm_loss,
+    mean_state,
     preset,
 )
 
@@ -67,10 +69,12 @@ class AlbertConfig:
     classifier_dropout: float = 0.1  # before the SOP layer (and the classifier, unless it is given its own)
     eps: float = 1e-12  # LayerNorm epsilon
     init_std: float = 0.02
+    classifier_pooling: str = "default"  # sequence classifier input: "default" = pooled [CLS], "mean" = token mean
 
     def validate(self) -> None:
         check_transformer_config(self, ("vocab_size", "embedding_size", "d_model", "n_layers", "n_heads", "d_ff",
                                         "max_positions", "type_vocab_size"), ("dropout", "attn_dropout", "classifier_dropout"))
+        check_pooling(self.classifier_pooling)
 
     @classmethod
     def from_name(cls, name: str, **overrides) -> "AlbertConfig":
@@ -235,6 +239,8 @@ class AlbertForSequenceClassification(nn.Module):
         special_tokens_mask: torch.Tensor | None = None,  # objective statistics only; unused
     ) -> ModelOutput:
         hidden, pooled = self.albert(input_ids, attention_mask, token_type_ids)
+        if self.config.classifier_pooling == "mean":
+            pooled = mean_state(hidden, attention_mask)
         logits = self.classifier(self.dropout(pooled))  # (B, num_labels)
         loss = classification_loss(logits, labels) if labels is not None else None
         return ModelOutput(logits=logits, loss=loss, hidden_states=hidden)

@@ -39,10 +39,12 @@ from .layers import (
     TransformerBlock,
     attention_bias,
     check_classifier,
+    check_pooling,
     check_transformer_config,
     classification_loss,
     init_normal,
     lm_loss,
+    mean_state,
     preset,
 )
 
@@ -64,6 +66,7 @@ class BertConfig:
     eps: float = 1e-12  # LayerNorm epsilon (TF BERT's value)
     pad_id: int | None = 0  # the [PAD] id: its embedding row starts at zero and gets no gradient from inputs
     init_std: float = 0.02
+    classifier_pooling: str = "default"  # sequence classifier input: "default" = pooled [CLS], "mean" = token mean
 
     def __post_init__(self) -> None:
         self.validate()
@@ -71,6 +74,7 @@ class BertConfig:
     def validate(self) -> None:
         check_transformer_config(self, ("vocab_size", "d_model", "n_layers", "n_heads", "d_ff", "max_positions",
                                         "type_vocab_size"), ("dropout", "attn_dropout"))
+        check_pooling(self.classifier_pooling)
         if self.pad_id is not None and not 0 <= self.pad_id < self.vocab_size:
             raise ConfigError(f"pad_id ({self.pad_id}) must be in [0, vocab_size={self.vocab_size})")
 
@@ -253,6 +257,8 @@ class BertForSequenceClassification(nn.Module):
                 token_type_ids: torch.Tensor | None = None, labels: torch.Tensor | None = None,
                 special_tokens_mask: torch.Tensor | None = None, **encoder_inputs: torch.Tensor) -> ModelOutput:
         hidden, pooled = self.encoder(input_ids, attention_mask, token_type_ids, **encoder_inputs)
+        if self.config.classifier_pooling == "mean":
+            pooled = mean_state(hidden, attention_mask)
         logits = self.classifier(self.dropout(pooled))  # (B, num_labels)
         loss = classification_loss(logits, labels) if labels is not None else None
         return ModelOutput(logits=logits, loss=loss, hidden_states=hidden)

@@ -37,11 +37,13 @@ from .layers import (
     TransformerBlock,
     attention_bias,
     check_classifier,
+    check_pooling,
     check_transformer_config,
     classification_loss,
     init_normal,
     last_token_state,
     lm_loss,
+    mean_state,
     no_padding,
     preset,
     scaled_init_std,
@@ -69,10 +71,12 @@ class GPTConfig:
     eps: float = 1e-5  # LayerNorm epsilon
     init_std: float = 0.02
     scaled_residual_init: bool = True  # GPT-2: residual projections drawn with init_std / sqrt(2 n_layers)
+    classifier_pooling: str = "default"  # sequence classifier input: "default" = the last real token, "mean" = token mean
 
     def validate(self) -> None:
         check_transformer_config(self, ("vocab_size", "n_positions", "d_model", "n_layers", "n_heads", "d_ff"),
                                  ("dropout", "attn_dropout", "embd_dropout"))
+        check_pooling(self.classifier_pooling)
 
     @classmethod
     def from_name(cls, name: str, **overrides) -> "GPTConfig":
@@ -200,7 +204,7 @@ class GPTForSequenceClassification(_GPTPreTrained):
         labels: torch.Tensor | None = None,
     ) -> ModelOutput:
         hidden = self.gpt(input_ids, attention_mask)  # (B, L, D)
-        pooled = last_token_state(hidden, attention_mask)  # (B, D)
+        pooled = (mean_state if self.config.classifier_pooling == "mean" else last_token_state)(hidden, attention_mask)
         logits = self.score(self.dropout(pooled))  # (B, num_labels)
         out = ModelOutput(logits=logits, hidden_states=hidden)
         if labels is None:

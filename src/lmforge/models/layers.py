@@ -253,6 +253,25 @@ def check_classifier(num_labels: int, classifier_dropout: float | None = None) -
         raise ConfigError(f"classifier_dropout must be in [0, 1), got {classifier_dropout}")
 
 
+CLASSIFIER_POOLINGS = ("default", "mean")
+
+
+def check_pooling(pooling: str) -> None:
+    """A sequence classifier's pooling: ``default`` (the architecture's own: BERT's pooled [CLS],
+    GPT's last token, ...) or ``mean`` (the average of the last layer's states over real tokens)."""
+    if pooling not in CLASSIFIER_POOLINGS:
+        raise ConfigError(f"classifier_pooling must be one of {list(CLASSIFIER_POOLINGS)}, got {pooling!r}")
+
+
+def mean_state(hidden: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+    """(B, L, D) -> (B, D): the mean of each row's states over its real tokens (``attention_mask``
+    1), or over every position without a mask."""
+    if attention_mask is None:
+        return hidden.mean(dim=1)
+    keep = attention_mask[..., None].to(hidden.dtype)
+    return (hidden * keep).sum(dim=1) / keep.sum(dim=1).clamp(min=1.0)
+
+
 def last_token_state(hidden: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
     """(B, L, D) -> (B, D): each row's state at its last real token, the rightmost position where
     ``attention_mask`` is 1 (the last position without a mask), so rows may be padded on either side."""

@@ -37,10 +37,12 @@ from .layers import (
     ModelOutput,
     activation,
     check_classifier,
+    check_pooling,
     classification_loss,
     init_normal,
     last_token_state,
     lm_loss,
+    mean_state,
     no_padding,
     preset,
 )
@@ -72,6 +74,7 @@ class TransformerXLConfig:
     eps: float = 1e-5  # LayerNorm epsilon (PyTorch's default, as in the reference)
     init_std: float = 0.02
     proj_init_std: float = 0.01  # the d_embed <-> d_model projections (the reference's proj_init_std)
+    classifier_pooling: str = "default"  # sequence classifier input: "default" = the last real token, "mean" = token mean
 
     def __post_init__(self) -> None:
         self.validate()
@@ -82,6 +85,7 @@ class TransformerXLConfig:
 
     def validate(self) -> None:
         cls = type(self).__name__
+        check_pooling(self.classifier_pooling)
         for name in ("vocab_size", "d_model", "n_layers", "n_heads", "d_head", "d_inner", "tgt_len"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{cls}.{name} must be at least 1, got {getattr(self, name)}")
@@ -383,7 +387,7 @@ class TransformerXLForSequenceClassification(nn.Module):
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 labels: torch.Tensor | None = None, mems: list[torch.Tensor] | None = None) -> ModelOutput:
         hidden, new_mems = self.transformer(input_ids, mems, attention_mask)  # (B, L, D)
-        pooled = last_token_state(hidden, attention_mask)  # (B, D)
+        pooled = (mean_state if self.config.classifier_pooling == "mean" else last_token_state)(hidden, attention_mask)
         logits = self.classifier(self.dropout(pooled))  # (B, num_labels)
         loss = classification_loss(logits, labels) if labels is not None else None
         aux = {"mems": new_mems} if new_mems is not None else {}

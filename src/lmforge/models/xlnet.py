@@ -39,10 +39,12 @@ from .layers import (
     activation,
     check_batch,
     check_classifier,
+    check_pooling,
     classification_loss,
     init_normal,
     last_token_state,
     lm_loss,
+    mean_state,
     preset,
 )
 from .transformer_xl import PositionwiseFF, sinusoid_embedding
@@ -73,12 +75,14 @@ class XLNetConfig:
     dropout: float = 0.1  # embeddings, positions, attention probabilities, residual branches, FF inner
     eps: float = 1e-12  # LayerNorm epsilon
     init_std: float = 0.02
+    classifier_pooling: str = "default"  # sequence classifier input: "default" = the last real token (<cls>), "mean" = token mean
 
     def __post_init__(self) -> None:
         self.validate()
 
     def validate(self) -> None:
         cls = type(self).__name__
+        check_pooling(self.classifier_pooling)
         for name in ("vocab_size", "d_model", "n_layers", "n_heads", "d_head", "d_inner"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{cls}.{name} must be at least 1, got {getattr(self, name)}")
@@ -521,7 +525,7 @@ class XLNetForSequenceClassification(nn.Module):
                 token_type_ids: torch.Tensor | None = None, labels: torch.Tensor | None = None,
                 mems: list[torch.Tensor] | None = None) -> ModelOutput:
         hidden, new_mems = self.transformer(input_ids, attention_mask, token_type_ids, mems=mems)  # (B, L, D)
-        pooled = last_token_state(hidden, attention_mask)  # (B, D)
+        pooled = (mean_state if self.config.classifier_pooling == "mean" else last_token_state)(hidden, attention_mask)
         logits = self.logits_proj(self.dropout(torch.tanh(self.summary(pooled))))  # (B, num_labels)
         loss = classification_loss(logits, labels) if labels is not None else None
         aux = {"mems": new_mems} if new_mems is not None else {}

@@ -26,6 +26,7 @@ initialised with the run's seed and trained with the same recipe and budget, wri
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Callable
@@ -80,13 +81,18 @@ def model_spec(pretrained_dir: Path, recipe: Recipe, size: SizeRecipe, tok_dir: 
 
 
 def head_model(arch: str, mode: str, preset: str, overrides: dict, seq2seq_head: str, num_labels: int, *,
-               lm_coef: float = 0.0, freeze: bool = False) -> tuple[torch.nn.Module, dict, str]:
+               lm_coef: float = 0.0, freeze: bool = False, pooling: str = "default") -> tuple[torch.nn.Module, dict, str]:
     """The fine-tuning model, randomly initialised: (model, config overrides, head). Text to
-    text keeps the pretraining head; the others get their classification head."""
+    text keeps the pretraining head; the others get their classification head, reading the
+    sequence as ``pooling`` says (``default``: the architecture's own)."""
     if mode == "text_to_text":
         return build_model(preset, head=seq2seq_head, **overrides), overrides, seq2seq_head
     if arch == "elmo":
         overrides = {**overrides, "freeze_bilm": freeze}
+    if pooling != "default" and arch != "elmo":  # ELMo's classifier averages its mixed layers already
+        if "classifier_pooling" not in {f.name for f in dataclasses.fields(preset_config(preset))}:
+            raise ConfigError(f"{arch}: the finetune pooling {pooling!r} is not available for this architecture")
+        overrides = {**overrides, "classifier_pooling": pooling}
     config = preset_config(preset, **overrides)
     cls = ARCHITECTURES[arch].heads["classification"]
     model = cls(config, num_labels=num_labels, lm_coef=lm_coef) if arch == "gpt" else cls(config, num_labels=num_labels)
@@ -94,7 +100,7 @@ def head_model(arch: str, mode: str, preset: str, overrides: dict, seq2seq_head:
 
 
 def build_finetune_model(pretrained_dir: Path, arch: str, mode: str, num_labels: int, *, lm_coef: float = 0.0,
-                         freeze: bool = False) -> tuple[torch.nn.Module, str, dict, str]:
+                         freeze: bool = False, pooling: str = "default") -> tuple[torch.nn.Module, str, dict, str]:
     """The fine-tuning model with the pretrained weights: (model, preset, config overrides, head)."""
     from ..models.folder import load_model_dir
 
@@ -107,7 +113,7 @@ def build_finetune_model(pretrained_dir: Path, arch: str, mode: str, num_labels:
     if mode == "text_to_text":
         return pretrained, preset, overrides, meta["head"]
     model, overrides, head = head_model(arch, mode, preset, overrides, meta["head"], num_labels, lm_coef=lm_coef,
-                                        freeze=freeze)
+                                        freeze=freeze, pooling=pooling)
     # The heads share the backbone's parameter names; the pretraining head's own weights (the
     # LM softmax, NSP) are left behind and the classifier's are new. A shared name with another
     # shape, or a model that would be mostly new, means the checkpoint is not this backbone.
@@ -220,10 +226,11 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
     if scratch:
         torch.manual_seed(params.train.seed)
         model, overrides, head = head_model(arch, mode, preset, overrides, seq2seq_head, num_labels,
-                                            lm_coef=ft.lm_coef, freeze=ft.freeze_pretrained)
+                                            lm_coef=ft.lm_coef, freeze=ft.freeze_pretrained, pooling=ft.pooling)
     else:
         model, preset, overrides, head = build_finetune_model(pretrained_dir, arch, mode, num_labels,
-                                                              lm_coef=ft.lm_coef, freeze=ft.freeze_pretrained)
+                                                              lm_coef=ft.lm_coef, freeze=ft.freeze_pretrained,
+                                                              pooling=ft.pooling)
     frozen = param_groups.freeze(model, ft.freeze)
     model.train()  # a loaded model comes in eval mode, and Lightning trains in the mode it finds (dropout off)
     candidates = None

@@ -90,6 +90,9 @@ class FinetuneRecipe(StrictModel):
     mode: Literal["classification", "text_to_text"]
     lm_coef: float = Field(0.0, ge=0, description="GPT-1's auxiliary LM loss weight during fine-tuning (0.5 in the paper)")
     freeze_pretrained: bool = Field(False, description="ELMo: keep the biLM frozen, learn the scalar mix and classifier")
+    pooling: Literal["default", "mean"] = Field(
+        "default", description="classifier input: default = the architecture's own (BERT's pooled [CLS], GPT's last "
+                               "token, ...), mean = the last layer's states averaged over the real tokens")
     metric: Literal["accuracy", "macro_f1"] = Field(
         "accuracy", description="validation metric evaluated every eval_every steps; its best weights are kept")
     patience: int | None = Field(None, ge=1, description="stop after this many evaluations without improvement (null: off)")
@@ -102,6 +105,8 @@ class FinetuneRecipe(StrictModel):
 
     @model_validator(mode="after")
     def _options_fit_mode(self) -> FinetuneRecipe:
+        if self.pooling != "default" and self.mode != "classification":
+            raise ValueError("pooling applies to the classification heads (mode: classification), not text_to_text")
         if self.class_weights is not None and self.mode != "classification":
             raise ValueError("class_weights apply to the classification heads (mode: classification), not text_to_text")
         if len(set(self.freeze)) != len(self.freeze):
