@@ -41,6 +41,7 @@ from .layers import (
     classification_loss,
     count_parameters,
     lm_loss,
+    mean_state,
     preset,
 )
 
@@ -435,8 +436,7 @@ class ElmoForSequenceClassification(nn.Module):
         with torch.set_grad_enabled(torch.is_grad_enabled() and not self.config.freeze_bilm):
             states = self.encoder(self.char_cnn(char_ids), mask)
         mixed = self.dropout(self.mix(states))  # (B, L, 2P)
-        keep = mask[..., None].to(mixed.dtype)
-        pooled = (mixed * keep).sum(dim=1) / keep.sum(dim=1).clamp(min=1.0)  # mean over real tokens
+        pooled = mean_state(mixed, mask)  # mean over real tokens
         logits = self.classifier(pooled)  # (B, num_labels)
         loss = classification_loss(logits, labels) if labels is not None else None
         return ModelOutput(logits=logits, loss=loss, hidden_states=mixed)
