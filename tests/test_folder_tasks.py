@@ -4,18 +4,14 @@ docstrings, checked on a small package tree written here (no installed package i
 from __future__ import annotations
 
 import csv
-import importlib.util
 import random
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "folder_tasks.py"
+from .conftest import load_benchmark
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("folder_tasks", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("folder_tasks")
 
 
 NUMPYDOC = '''"""Add two numbers together and return the sum of both of them.

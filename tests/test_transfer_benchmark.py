@@ -3,19 +3,13 @@ one-line errors (exit status 2) for bad arguments."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "transfer.py"
+from .conftest import load_benchmark
 
 
 def _load():
-    spec = importlib.util.spec_from_file_location("transfer_benchmark", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("transfer")
 
 
 @pytest.fixture(scope="module")
