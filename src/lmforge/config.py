@@ -120,7 +120,8 @@ class CleanConfig(_Strict):
     workers: int = Field(0, ge=0, description="processes; 0 means one per core")
     max_documents: int | None = Field(None, ge=1, description="cap on documents read from each input")
     on_bad_input: Literal["fail", "skip"] = Field("fail", description="a bad file: stop, or skip it and count it")
-    include_site_packages: bool = Field(False, description="stdlib corpus: also installed packages' docstrings")
+    include_site_packages: bool | list[str] = Field(
+        False, description="stdlib corpus: also installed packages' docstrings: true (all), or a list of top-level packages")
     dropped_samples: int = Field(20, ge=0, description="dropped documents kept per reason for inspection")
     keep_work: bool = Field(False, description="keep intermediate files after a successful run")
     rules: LineRules = LineRules()

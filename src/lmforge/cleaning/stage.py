@@ -93,6 +93,26 @@ class CleanResult:
     skipped: bool = False
 
 
+def _package_versions(selection: bool | list[str]) -> list[list[str]]:
+    """[top-level package, its distributions' versions] for the selected installed packages."""
+    if not selection:
+        return []
+    from importlib import metadata
+
+    owners = metadata.packages_distributions()
+    names = sorted(owners) if selection is True else list(selection)
+    out = []
+    for name in names:
+        versions = []
+        for dist in sorted(set(owners.get(name, []))):
+            try:
+                versions.append(f"{dist}=={metadata.version(dist)}")
+            except metadata.PackageNotFoundError:
+                continue
+        out.append([name, *versions])
+    return out
+
+
 def _fingerprint(cfg: CleanConfig) -> str:
     """Identifies the inputs and parameters: work left by a run with another fingerprint is discarded."""
     items: list[Any] = [cfg.model_dump(mode="json", exclude={"workers", "keep_work", "output"})]
@@ -107,6 +127,7 @@ def _fingerprint(cfg: CleanConfig) -> str:
                 items.append([str(f), st.st_size, st.st_mtime_ns])
         elif spec == "stdlib":
             items.append([spec, sys.version])  # the demo corpus changes with the interpreter
+            items.append(_package_versions(cfg.include_site_packages))  # ... and with the packages it reads
         else:
             items.append(spec)
     return fingerprint(*items)

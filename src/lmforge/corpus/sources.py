@@ -17,7 +17,7 @@ from typing import Any, BinaryIO
 from urllib.parse import parse_qs
 
 from .document import CorpusError, Document
-from .stdlib import stdlib_documents
+from .stdlib import site_package_roots, stdlib_documents
 
 TEXT_SUFFIXES = (".txt",)
 JSONL_SUFFIXES = (".jsonl", ".jsonl.gz")
@@ -268,11 +268,12 @@ class Input:
     read: Callable[[], Iterator[Document]]
 
 
-def resolve_inputs(specs: list[str], include_site_packages: bool = False, max_documents: int | None = None) -> list[Input]:
+def resolve_inputs(specs: list[str], include_site_packages: bool | list[str] = False, max_documents: int | None = None) -> list[Input]:
     """Expand input specs into readers, in a stable order. A missing path is a CorpusError."""
     inputs: list[Input] = []
     for spec in specs:
         if spec == "stdlib":
+            site_package_roots(include_site_packages)  # an unknown package fails here, before any reading
             inputs.append(Input("stdlib", lambda: stdlib_documents(include_site_packages)))
             continue
         if spec.startswith("hf:"):
@@ -304,7 +305,7 @@ def iter_documents(
     specs: list[str],
     on_bad_input: str = "fail",
     report: InputReport | None = None,
-    include_site_packages: bool = False,
+    include_site_packages: bool | list[str] = False,
     max_documents: int | None = None,
 ) -> Iterator[Document]:
     """All documents of all inputs. With ``on_bad_input='skip'`` a bad input is recorded in

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import xxhash
 
-from .document import Document
+from .document import CorpusError, Document
 
 # Folders that hold tests, demos or vendored code rather than documentation.
 _SKIP_DIRS = {"test", "tests", "idle_test", "site-packages", "dist-packages", "__pycache__", "_bundled", "turtledemo"}
@@ -125,13 +125,36 @@ def python_files(root: Path) -> list[Path]:
     return sorted(files)
 
 
-def stdlib_documents(include_site_packages: bool = False) -> Iterator[Document]:
-    """Yield the docstring documents, in a stable order (sorted file paths)."""
-    roots = [(Path(sysconfig.get_paths()["stdlib"]), "stdlib")]
-    if include_site_packages:
-        roots.append((Path(sysconfig.get_paths()["purelib"]), "site-packages"))
-    for root, kind in roots:
-        files = python_files(root) if kind == "stdlib" else sorted(root.rglob("*.py"))
+def site_package_roots(selection: bool | list[str]) -> list[Path]:
+    """The installed packages whose docstrings join the corpus: none (``False``), every one
+    (``True``: the whole ``site-packages`` folder) or the named top-level packages, each a folder
+    of ``site-packages`` (an unknown name is a CorpusError naming it)."""
+    purelib = Path(sysconfig.get_paths()["purelib"])
+    if selection is False or selection == []:
+        return []
+    if selection is True:
+        return [purelib]
+    roots = []
+    for name in selection:
+        root = purelib / name
+        if not name or "/" in name or name.startswith(".") or not (root / "__init__.py").is_file():
+            raise CorpusError(f"clean.include_site_packages: {name!r} is not an installed package (a folder with "
+                              f"__init__.py in {purelib})")
+        roots.append(root)
+    return roots
+
+
+def stdlib_documents(include_site_packages: bool | list[str] = False) -> Iterator[Document]:
+    """Yield the docstring documents, in a stable order (sorted file paths): the standard
+    library's, then those of the installed packages ``include_site_packages`` selects
+    (``site_package_roots``)."""
+    purelib = Path(sysconfig.get_paths()["purelib"])
+    sources = [("stdlib", python_files(Path(sysconfig.get_paths()["stdlib"])), Path(sysconfig.get_paths()["stdlib"]))]
+    for root in site_package_roots(include_site_packages):
+        # the packages' own tests and vendored code are skipped as the standard library's are
+        files = python_files(root) if root != purelib else sorted(purelib.rglob("*.py"))
+        sources.append(("site-packages", files, purelib))
+    for kind, files, root in sources:
         for path in files:
             try:
                 source = path.read_text(encoding="utf-8")
