@@ -9,7 +9,7 @@ task's trivial baselines (majority class, bag of words).
     python benchmarks/transfer.py --arch gpt bert --task data/tasks/sentiment --set train.finetune_max_steps=50
 
 Defaults: the project's ``train.architectures`` and ``finetune.tasks``, seed 0. A task is
-``docstring_kind``, ``hf:NAME[/CONFIG]`` or a folder of train/validation/test ``.csv`` (columns
+``docstring_kind``, ``docstring_package``, ``hf:NAME[/CONFIG]`` or a folder of train/validation/test ``.csv`` (columns
 ``text,label``), ``.tsv`` or ``.jsonl``: a task the project has never seen.
 
 For every (architecture, task, seed) ``run_finetune`` runs twice, pretrained and from scratch,
@@ -168,9 +168,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def resolve_task(spec: str, project: Path) -> str:
     """A task folder as an absolute path (from the current folder, else the project); names and
     ``hf:`` specs as they are."""
-    from lmforge.finetuning.tasks import DEFAULT_TASK
+    from lmforge.finetuning.tasks import CORPUS_TASKS
 
-    if spec == DEFAULT_TASK or spec.startswith("hf:"):
+    if spec in CORPUS_TASKS or spec.startswith("hf:"):
         return spec
     for base in (Path.cwd(), project):
         path = (base / spec).expanduser()
@@ -179,7 +179,7 @@ def resolve_task(spec: str, project: Path) -> str:
         if path.exists():
             raise UsageError(f"task {spec!r}: {path} is a file; a task is a folder of train/validation/test files")
     if "/" not in spec and "\\" not in spec and not spec.startswith("."):
-        raise UsageError(f"unknown task {spec!r}; a task is {DEFAULT_TASK!r}, hf:NAME[/CONFIG], or a folder of "
+        raise UsageError(f"unknown task {spec!r}; a task is one of {sorted(CORPUS_TASKS)}, hf:NAME[/CONFIG], or a folder of "
                          "train/validation/test .csv/.tsv/.jsonl files")
     raise UsageError(f"task {spec!r}: no such folder (looked in {Path.cwd()} and {project})")
 

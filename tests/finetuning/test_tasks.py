@@ -349,3 +349,53 @@ def test_the_stdlib_corpus_names_a_class_docstrings_own_lines():
     [(doc_id, text, kind, extra)] = list(_documents_in(tree, "m"))
     assert kind == "class" and text.split("\n")[-1] == "Return the count."
     assert set(extra["own_lines"]) == {line_key("Counts things."), line_key("Second paragraph.")}
+
+
+# ----------------------------------------------------------------------------- docstring_package
+
+
+def _package_docs(n: int) -> list[tuple[str, str, str]]:
+    """n documents per source: the stdlib's and two packages' (one with a sub-module), each with a
+    paragraph naming its subject and a short line the min_words filter drops."""
+    subjects = {"stdlib": "the standard library reads files and sockets",
+                "numpy": "numpy arrays hold numbers of one dtype in a grid",
+                "networkx": "networkx graphs hold nodes joined by weighted edges"}
+    docs = []
+    for source, subject in subjects.items():
+        for i in range(n):
+            module = f"{source}.sub{i % 3}" if source != "stdlib" else f"mod{i}"
+            prefix = "stdlib" if source == "stdlib" else "site-packages"
+            meta = {"module": module, "docstring_of": "function"}
+            docs.append((f"{prefix}:{module}:f{i}", f"Here {subject} for case {i}.\n{SHORT_LINE}", json.dumps(meta)))
+    docs.append(("site-packages:numpy:orphan", "A document without docstring metadata but words enough here.", "{}"))
+    return docs
+
+
+def test_docstring_package_labels_each_paragraph_with_its_documents_package(tmp_path):
+    from lmforge.finetuning.tasks import PACKAGE_TASK
+
+    write_docs(tmp_path / "clean", _package_docs(40))
+    params = params_at(tmp_path)
+    task = load_task(PACKAGE_TASK, params, max_train=None, max_eval=None)
+    assert task.name == PACKAGE_TASK and task.label_names == ["networkx", "numpy", "stdlib"]
+    examples = [e for ex in task.splits.values() for e in ex]
+    assert len(examples) == 120  # one paragraph per document; the short lines and the unlabelled one are left out
+    for split, ex in task.splits.items():
+        for e in ex:
+            doc_id = e.id.split("#")[0]
+            assert split_of(doc_id, params.split) == split
+            assert e.label == ("stdlib" if doc_id.startswith("stdlib:") else doc_id.split(":")[1].split(".")[0])
+            assert e.label in e.text or (e.label == "stdlib" and "standard library" in e.text)
+    assert task.info["documents_per_label"] == {"networkx": 40, "numpy": 40, "stdlib": 40}
+
+
+def test_docstring_package_needs_a_package_beside_the_stdlib(tmp_path):
+    from lmforge.finetuning.tasks import PACKAGE_TASK
+
+    stdlib_only = [d for d in _package_docs(40) if d[0].startswith("stdlib:")]
+    write_docs(tmp_path / "clean", stdlib_only)
+    with pytest.raises(TaskError, match="clean.include_site_packages") as info:
+        load_task(PACKAGE_TASK, params_at(tmp_path))
+    assert "\n" not in str(info.value)
+    with pytest.raises(TaskError, match="lmforge clean"):
+        load_task(PACKAGE_TASK, params_at(tmp_path, clean=tmp_path / "none"))

@@ -137,6 +137,11 @@ def test_a_task_adds_a_finetuning_stage_per_architecture(graph_root):
     # the default task is built from the clean corpus
     assert "clean" in two["finetune_t5_docstring_kind"].upstream and "data/clean" in two["finetune_t5_docstring_kind"].deps
     assert two["finetune_gpt_docstring_kind"].command == ("finetune", "gpt", "--task", "docstring_kind")
+    # ... and so is the package task
+    three = build_stages(graph_project(graph_root, train={"architectures": ["gpt"]},
+                                       finetune={"tasks": ["docstring_package"]}), root=graph_root)
+    assert "clean" in three["finetune_gpt_docstring_package"].upstream
+    assert "data/clean" in three["finetune_gpt_docstring_package"].deps
 
 
 def test_objectives_and_kinds_without_architectures(graph_root):

@@ -155,7 +155,7 @@ def build_stages(params: Params | None = None, root: str | os.PathLike = ".", pa
     Recipes are read for every enabled architecture (which objective and tokenizer it uses, how
     it fine-tunes); a missing or invalid recipe is a :class:`ConfigError` naming the file. Paths
     in ``params`` are relative to ``root``."""
-    from ..finetuning.tasks import DEFAULT_TASK
+    from ..finetuning.tasks import CORPUS_TASKS
     from ..objectives.registry import tokenizer_kind
     from ..training.recipes import load_recipe, recipe_path
 
@@ -260,7 +260,7 @@ def build_stages(params: Params | None = None, root: str | os.PathLike = ".", pa
         for task in params.finetune.tasks:
             task_deps: list[str] = []
             task_upstream = [f"tokenizer_{kind}"]
-            if task == DEFAULT_TASK:
+            if task in CORPUS_TASKS:
                 task_deps.append(clean_out)
                 task_upstream.append("clean")
             elif not task.startswith("hf:"):

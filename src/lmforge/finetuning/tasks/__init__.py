@@ -1,17 +1,19 @@
 """Fine-tuning tasks: labelled examples in train / validation / test splits.
 
-``load_task(spec)`` builds one: ``"docstring_kind"`` (the default, from the clean corpus), a
+``load_task(spec)`` builds one: ``"docstring_kind"`` (the default) or ``"docstring_package"``
+(both from the clean corpus: ``CORPUS_TASKS``), a
 folder of CSV / TSV / JSONL files, or ``"hf:NAME[/CONFIG]"``; every split may be capped by a seeded
 sample. ``base`` holds what every task shares, one module per source builds it (``docstring_kind``,
-``folder``, ``hf``; ``rows`` reads GLUE-style columns for the last two). Reference:
+``docstring_package``, ``folder``, ``hf``; ``rows`` reads GLUE-style columns for the last two). Reference:
 ``docs/FINETUNING.md``.
 """
 
 from .base import CARVE_FRACTION, SPLIT_NAMES, Example, Task, TaskError, cap_splits, carve_validation, check_task
 from .docstring_kind import DEFAULT_TASK
-from .load import load_task
+from .docstring_package import PACKAGE_TASK
+from .load import CORPUS_TASKS, load_task
 
 __all__ = [
-    "CARVE_FRACTION", "DEFAULT_TASK", "SPLIT_NAMES", "Example", "Task", "TaskError", "cap_splits", "carve_validation",
+    "CARVE_FRACTION", "CORPUS_TASKS", "DEFAULT_TASK", "PACKAGE_TASK", "SPLIT_NAMES", "Example", "Task", "TaskError", "cap_splits", "carve_validation",
     "check_task", "load_task",
 ]

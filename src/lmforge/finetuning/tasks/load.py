@@ -6,8 +6,12 @@ from pathlib import Path
 
 from .base import Task, TaskError, cap_splits
 from .docstring_kind import DEFAULT_TASK, docstring_kind_task
+from .docstring_package import PACKAGE_TASK, docstring_package_task
 from .folder import folder_task
 from .hf import hf_task
+
+# the tasks built from the clean corpus, by name
+CORPUS_TASKS = {DEFAULT_TASK: docstring_kind_task, PACKAGE_TASK: docstring_package_task}
 
 _FROM_PARAMS = object()  # max_train default: params.finetune.max_train_examples, else 4000
 
@@ -31,12 +35,12 @@ def load_task(spec: str, params=None, *, seed: int = 0, max_train: int | None = 
     for name, cap in (("max_train", max_train), ("max_eval", max_eval)):
         if cap is not None and (not isinstance(cap, int) or cap < 1):
             raise TaskError(f"{name} must be a positive integer or None, got {cap!r}")
-    if spec == DEFAULT_TASK:
+    if spec in CORPUS_TASKS:
         if params is None:
             from ...config import load_params
 
             params = load_params()
-        task = docstring_kind_task(params, min_words=min_words, max_chars=max_chars)
+        task = CORPUS_TASKS[spec](params, min_words=min_words, max_chars=max_chars)
     elif spec.startswith("hf:"):
         task = hf_task(spec, seed=seed)
     else:
@@ -48,6 +52,6 @@ def load_task(spec: str, params=None, *, seed: int = 0, max_train: int | None = 
         elif "/" in spec or "\\" in spec or spec.startswith("."):
             raise TaskError(f"task {spec!r}: no such directory")
         else:
-            raise TaskError(f"unknown task {spec!r}; a task is {DEFAULT_TASK!r}, a directory of "
+            raise TaskError(f"unknown task {spec!r}; a task is {DEFAULT_TASK!r} or {PACKAGE_TASK!r}, a directory of "
                             "train/validation/test .csv/.tsv/.jsonl files, or hf:NAME[/CONFIG]")
     return cap_splits(task, max_train=max_train, max_eval=max_eval, seed=seed)
