@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from lmforge.finetuning.tasks import DEFAULT_TASK, Example, Task, TaskError, carve_validation, load_task
-from lmforge.finetuning.tasks.docstring_kind import paragraphs
+from lmforge.finetuning.tasks.corpus_paragraphs import paragraphs
 from lmforge.finetuning.tasks.hf import parse_hf_spec, task_from_hf
 from lmforge.splits import split_of
 

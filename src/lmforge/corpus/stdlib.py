@@ -148,8 +148,9 @@ def stdlib_documents(include_site_packages: bool | list[str] = False) -> Iterato
     """Yield the docstring documents, in a stable order (sorted file paths): the standard
     library's, then those of the installed packages ``include_site_packages`` selects
     (``site_package_roots``)."""
-    purelib = Path(sysconfig.get_paths()["purelib"])
-    sources = [("stdlib", python_files(Path(sysconfig.get_paths()["stdlib"])), Path(sysconfig.get_paths()["stdlib"]))]
+    paths = sysconfig.get_paths()
+    stdlib, purelib = Path(paths["stdlib"]), Path(paths["purelib"])
+    sources = [("stdlib", python_files(stdlib), stdlib)]
     for root in site_package_roots(include_site_packages):
         # the packages' own tests and vendored code are skipped as the standard library's are
         files = python_files(root) if root != purelib else sorted(purelib.rglob("*.py"))

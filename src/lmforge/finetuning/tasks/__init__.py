@@ -4,7 +4,8 @@
 (both from the clean corpus: ``CORPUS_TASKS``), a
 folder of CSV / TSV / JSONL files, or ``"hf:NAME[/CONFIG]"``; every split may be capped by a seeded
 sample. ``base`` holds what every task shares, one module per source builds it (``docstring_kind``,
-``docstring_package``, ``folder``, ``hf``; ``rows`` reads GLUE-style columns for the last two). Reference:
+``docstring_package``, ``folder``, ``hf``; ``corpus_paragraphs`` reads the clean corpus for the first two,
+``rows`` GLUE-style columns for the last two). Reference:
 ``docs/FINETUNING.md``.
 """
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 
 from .base import SPLIT_NAMES, Example, Task, TaskError
-from .docstring_kind import check_paragraph_options, check_splits, corpus_documents, paragraphs
+from .corpus_paragraphs import check_paragraph_options, check_splits, corpus_documents, paragraphs
 
 PACKAGE_TASK = "docstring_package"
 STDLIB_LABEL = "stdlib"
