@@ -1,8 +1,11 @@
 """One Dagster asset per stage of lmforge's stage graph, and the asset checks its kinds declare (lmforge.stages.kinds).
 
-Data stages run in the Dagster process (the library function the CLI also calls); training
+Data stages run in the Dagster process (the library function the CLI also calls). Training
 stages run as their own process through Dagster Pipes (under torchrun when train.devices > 1),
-never ``trainer.fit`` inside Dagster. After a stage materializes, its DVC lock entry is updated.
+or, where ``orchestrate.training_process`` says so (``auto``: one process on the CPU), in the
+Dagster process like the data stages, which spares each stage the start-up of a new Python with
+torch and Lightning; never a multi-process ``trainer.fit`` inside Dagster. After a stage
+materializes, its DVC lock entry is updated.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from dagster import (
 from lmforge.config import Params
 from lmforge.stages import KINDS, CheckSpec, Stage, StageGraph, dvc_yaml, missing_param_keys, run_checks
 
+from .launch import summary_metadata
 from .metadata import stage_metadata
 from .resources import DvcResource, MLflowResource, ParamsResource
 
@@ -61,6 +65,24 @@ def launch_command(stage: Stage, params: Params, params_file: Path) -> list[str]
     if isinstance(devices, int) and devices > 1:
         return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={devices}", *entry]
     return [sys.executable, *entry]
+
+
+def trains_in_process(params: Params) -> bool:
+    """Whether Dagster runs a training stage in its own process (``orchestrate.training_process``):
+    ``auto`` does when one process trains on the CPU (no GPU visible, or ``train.accelerator: cpu``)."""
+    choice, train = params.orchestrate.training_process, params.train
+    one_process = train.num_nodes == 1 and train.devices in (1, "auto")
+    if choice == "in_process":
+        if not one_process:
+            raise Failure(description=f"orchestrate.training_process=in_process trains in one process; train.devices="
+                                      f"{train.devices}, train.num_nodes={train.num_nodes} need training_process: subprocess")
+        return True
+    if choice == "subprocess" or not one_process:
+        return False
+    import torch
+
+    accelerator_visible = torch.cuda.is_available() or torch.backends.mps.is_available()
+    return train.accelerator == "cpu" or (train.accelerator == "auto" and not accelerator_visible)
 
 
 def _stale_reason(graph: StageGraph, params_file: Path) -> str | None:
@@ -99,7 +121,7 @@ def stage_asset(stage: Stage, graph: StageGraph, max_runtime_s: int) -> AssetsDe
                      pipes_subprocess_client: PipesSubprocessClient) -> MaterializeResult:
         p = params.load()
         reported: dict = {}
-        if stage.subprocess:
+        if stage.subprocess and not trains_in_process(p):
             env = {**os.environ, "DAGSTER_RUN_ID": context.run.run_id,
                    "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE.parent), os.environ.get("PYTHONPATH")]))}
             invocation = pipes_subprocess_client.run(context=context, command=launch_command(stage, p, params.file),
@@ -108,7 +130,9 @@ def stage_asset(stage: Stage, graph: StageGraph, max_runtime_s: int) -> AssetsDe
                 reported.update({f"reported/{k}": v for k, v in (getattr(result, "metadata", None) or {}).items()})
         else:
             with in_project(root, context.run.run_id):
-                stage.run(p, context.log.info)
+                result = stage.run(p, context.log.info)
+            if stage.subprocess:  # the figures a launched process reports through Pipes
+                reported.update({f"reported/{k}": v for k, v in summary_metadata(result).items()})
         meta = stage_metadata(stage, p, root, lambda run_id: mlflow.run_url(p, root, run_id))
         meta.update(reported)
         if p.orchestrate.dvc_commit:

@@ -19,8 +19,8 @@ from contextlib import ExitStack
 from pathlib import Path
 
 
-def _summary(result) -> dict:
-    """The scalar part of a stage's result, as Pipes metadata."""
+def summary_metadata(result) -> dict:
+    """The scalar part of a stage's result, as asset metadata (reported through Pipes when launched)."""
     if not isinstance(result, dict):
         return {}
     out = {}
@@ -56,9 +56,9 @@ def main(argv: list[str] | None = None) -> int:
         stage = build_stages(params, root=Path.cwd())[args.stage]
         result = stage.run(params, log)
         if pipes is not None:
-            pipes.report_asset_materialization(metadata={k: v for k, v in _summary(result).items()})
+            pipes.report_asset_materialization(metadata={k: v for k, v in summary_metadata(result).items()})
         elif rank0:
-            print(json.dumps(_summary(result)), flush=True)
+            print(json.dumps(summary_metadata(result)), flush=True)
     return 0
 
 

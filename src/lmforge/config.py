@@ -375,6 +375,10 @@ class OrchestrateConfig(_Strict):
     watch: list[str] | None = Field(None, description="folders the sensor watches for new raw files (null: the folders in clean.inputs)")
     max_runtime_hours: float = Field(24.0, gt=0, description="dagster/max_runtime of the training jobs")
     dvc_commit: bool = Field(True, description="record each materialized stage in dvc.lock (dvc commit)")
+    training_process: Literal["auto", "subprocess", "in_process"] = Field(
+        "auto", description="where Dagster runs a training stage: its own process through Pipes (subprocess), "
+                            "the Dagster process (in_process: one process, no start-up per stage), or auto: "
+                            "in_process when it trains in one process on the CPU, else subprocess")
 
 
 class Params(_Strict):

@@ -1,6 +1,7 @@
 """The Dagster view of the stage graph (``dagster_project/``): the definitions load and match the
 stage registry and ``dvc.yaml``; a selection of data assets materializes in process with its
-metadata and asset checks; a training asset runs through Dagster Pipes; blocking checks stop
+metadata and asset checks; a training asset runs through Dagster Pipes, or in the Dagster
+process when one CPU process trains; blocking checks stop
 downstream work on bad data while warnings do not fail the run; the new-input sensor; DVC's lock
 after a materialization; ``python -m dagster_project.run`` on an unknown asset.
 
@@ -22,6 +23,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import torch
 import yaml
 from dagster import (
     AssetCheckKey,
@@ -34,7 +36,7 @@ from dagster import (
     build_sensor_context,
 )
 
-from dagster_project.assets import launch_command
+from dagster_project.assets import launch_command, trains_in_process
 from dagster_project.resources import DvcResource
 from lmforge.stages import CHECKS
 from lmforge.config import load_params, parse_params
@@ -259,12 +261,38 @@ def test_materialized_stages_are_recorded_in_the_dvc_lock(pipeline):
     assert "report" in json.loads(status.stdout)
 
 
+def with_training_process(root: Path, choice: str) -> Path:
+    """A copy of the project's params.yaml with ``orchestrate.training_process: choice``."""
+    settings = yaml.safe_load((root / "params.yaml").read_text(encoding="utf-8"))
+    settings["orchestrate"]["training_process"] = choice
+    path = root / f"params-{choice}.yaml"
+    path.write_text(yaml.safe_dump(settings, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def test_training_runs_in_process_only_for_one_cpu_process():
+    params = load_params(REPO / "params.yaml")
+
+    def choose(choice="auto", **train):
+        return trains_in_process(params.model_copy(update={
+            "train": params.train.model_copy(update=train),
+            "orchestrate": params.orchestrate.model_copy(update={"training_process": choice})}))
+
+    assert choose(accelerator="cpu") and choose("in_process", accelerator="cpu")
+    assert not choose("subprocess", accelerator="cpu")
+    assert not choose(accelerator="cpu", devices=2) and not choose(accelerator="gpu")
+    assert choose(accelerator="auto") == (not torch.cuda.is_available() and not torch.backends.mps.is_available())
+    with pytest.raises(Failure, match="train.devices=2, train.num_nodes=1 need training_process: subprocess"):
+        choose("in_process", devices=2)
+
+
 @pytest.mark.slow
 def test_training_asset_runs_through_pipes(pipeline):
     from mlflow import MlflowClient
 
     instance = DagsterInstance.ephemeral()
-    result = materialize(pipeline.defs, ["pretrain_gpt"], instance)
+    defs = build_definitions(pipeline.root, with_training_process(pipeline.root, "subprocess"))
+    result = materialize(defs, ["pretrain_gpt"], instance)
     assert result.success
     meta = materialized(result)["pretrain_gpt"]
     metrics = json.loads((pipeline.root / "models/gpt/pretrain/metrics.json").read_text())
@@ -278,7 +306,29 @@ def test_training_asset_runs_through_pipes(pipeline):
     assert run.data.tags["dagster_run_id"] == result.run_id  # the subprocess saw the Dagster run
     messages = [e.user_message for e in instance.all_logs(result.run_id)]
     assert any("pretrain gpt: validation loss" in m for m in messages)  # streamed through Pipes
+    assert any(m.startswith("[pipes] external process successfully opened") for m in messages)
     assert check_evaluations(result)[("pretrain_gpt", "loss_finite_and_decreasing")].passed
+
+
+@pytest.mark.slow
+def test_training_asset_runs_in_the_dagster_process_on_one_cpu(pipeline):
+    from mlflow import MlflowClient
+
+    instance = DagsterInstance.ephemeral()
+    defs = build_definitions(pipeline.root, with_training_process(pipeline.root, "in_process"))
+    result = materialize(defs, ["pretrain_gpt", "finetune_gpt_task"], instance)
+    assert result.success
+    meta = materialized(result)["finetune_gpt_task"]
+    metrics = json.loads((pipeline.root / "models/gpt/task/metrics.json").read_text())
+    assert meta["reported/mlflow_run_id"] == metrics["mlflow_run_id"]  # the same figures as through Pipes
+    assert meta["reported/test/accuracy"] == metrics["test"]["accuracy"]
+    assert meta["dvc_lock_updated"] is True
+    run = MlflowClient(f"sqlite:///{pipeline.root / 'mlflow.db'}").get_run(metrics["mlflow_run_id"])
+    assert run.data.tags["dagster_run_id"] == result.run_id
+    messages = [e.user_message for e in instance.all_logs(result.run_id)]
+    assert any(m.startswith("finetune gpt on task") for m in messages)  # the stage's lines, in Dagster's log
+    assert not any(m.startswith("[pipes]") for m in messages)  # nothing was launched
+    assert pipeline.cwd == os.getcwd()
 
 
 # ----------------------------------------------------------------------------- checks on bad data
