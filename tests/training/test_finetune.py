@@ -19,6 +19,7 @@ from torch import nn
 from lmforge.config import load_params
 from lmforge.models.layers import ModelOutput
 from lmforge.models.registry import build_model
+from lmforge.training.finetune import candidate_scores
 from lmforge.training.module import LMForgeModule, balanced_class_weights, weighted_classification_loss
 from lmforge.training.param_groups import freeze, optimizer_groups, placements
 from lmforge.training.recipes import FinetuneOptimConfig, FinetuneRecipe, resolve_finetune_budget
@@ -400,3 +401,26 @@ def test_the_cli_flag_runs_the_scratch_control_stages(monkeypatch, tmp_path):
         assert res.exit_code == 0, res.output
     assert [[init for _, init in stages] for stages in seen] == [["scratch"], ["pretrained"]]
     assert seen[0][0][0].startswith("finetune_scratch_bert_")
+
+
+@pytest.mark.parametrize("preset", ["t5-tiny", "bart-tiny", "switch-tiny"])
+def test_candidate_scores_encode_once_and_equal_the_full_forward(preset):
+    """Text-to-text classification scores each label's target by its summed log-likelihood;
+    encoding the inputs once and decoding per candidate gives what a whole forward pass with
+    that target as labels gives."""
+    torch.manual_seed(0)
+    model = build_model(preset, vocab_size=64).eval()
+    input_ids = torch.randint(4, 60, (3, 9))
+    attention_mask = torch.ones_like(input_ids)
+    attention_mask[1, 6:] = 0  # a padded input
+    candidates = {2: [9, 11, 1], 0: [7, 1, -100], 1: [13, 8, 1]}  # class id -> target ids (-100: not scored)
+    with torch.no_grad():
+        scores = candidate_scores(model, input_ids, attention_mask, candidates)
+        expected = torch.stack([
+            -F.cross_entropy(model(input_ids=input_ids, attention_mask=attention_mask,
+                                   labels=torch.tensor(candidates[c]).expand(3, -1)).logits.transpose(1, 2),
+                             torch.tensor(candidates[c]).expand(3, -1), reduction="none").sum(-1)
+            for c in sorted(candidates)], dim=1)
+    assert scores.shape == (3, 3)
+    torch.testing.assert_close(scores, expected)
+    assert len({tuple(row) for row in scores.tolist()}) == 3  # the inputs are told apart

@@ -51,6 +51,7 @@ from .layers import (
     lm_loss,
     no_padding,
     preset,
+    shift_right,
 )
 
 POSITION_OFFSET = 2  # learned positions are read at position + 2 (fairseq's legacy, kept by every checkpoint)
@@ -109,14 +110,6 @@ PRESETS: dict[str, BartConfig] = {
 def from_name(name: str, **overrides) -> BartConfig:
     """The preset ``name`` with ``overrides`` (unknown option names are a ConfigError)."""
     return preset(PRESETS, "BART", name, **overrides)
-
-
-def shift_right(labels: torch.Tensor, start_id: int, pad_id: int) -> torch.Tensor:
-    """Decoder inputs from labels: ``start`` then ``labels[:-1]``, with -100 read as pad."""
-    shifted = labels.new_full(labels.shape, pad_id)
-    shifted[:, 0] = start_id
-    shifted[:, 1:] = labels[:, :-1]
-    return shifted.masked_fill(shifted == -100, pad_id)
 
 
 # ----------------------------------------------------------------------------- blocks

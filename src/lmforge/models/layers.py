@@ -229,6 +229,13 @@ class MLMHead(nn.Module):
 # ----------------------------------------------------------------------------- losses, init
 
 
+def shift_right(labels: torch.Tensor, start_id: int, pad_id: int) -> torch.Tensor:
+    """Teacher-forcing decoder inputs of an encoder-decoder: ``[start] + labels[:-1]``, with
+    -100 read as pad."""
+    shifted = torch.cat([torch.full_like(labels[:, :1], start_id), labels[:, :-1]], dim=1)
+    return shifted.masked_fill(shifted == -100, pad_id)
+
+
 def lm_loss(logits: torch.Tensor, labels: torch.Tensor, shift: bool = False) -> torch.Tensor:
     """Cross entropy over the vocabulary, ignoring label -100; ``shift`` predicts labels[t+1]
     from position t (causal LMs whose labels are their inputs)."""

@@ -45,6 +45,7 @@ from .layers import (
     gelu_tanh,
     lm_loss,
     preset,
+    shift_right,
 )
 
 # ----------------------------------------------------------------------------- config
@@ -357,12 +358,6 @@ class T5Stack(nn.Module):
 
 
 # ----------------------------------------------------------------------------- model, init
-
-
-def shift_right(labels: torch.Tensor, start_id: int, pad_id: int) -> torch.Tensor:
-    """Teacher-forcing decoder inputs: ``[start] + labels[:-1]``, with -100 replaced by pad."""
-    shifted = torch.cat([torch.full_like(labels[:, :1], start_id), labels[:, :-1]], dim=1)
-    return shifted.masked_fill(shifted == -100, pad_id)
 
 
 @torch.no_grad()

@@ -43,6 +43,7 @@ from ..artifacts import atomic_write_json, fingerprint, finished, sha256_file
 from ..config import ConfigError, Params
 from ..finetuning import baselines, features
 from ..finetuning.tasks import load_task
+from ..models.layers import shift_right
 from ..models.registry import ARCHITECTURES, build_model, preset_config
 from ..objectives.base import IGNORE_INDEX, Vocab
 from ..tokenizer_kinds import ARCHITECTURE_TOKENIZER
@@ -146,19 +147,29 @@ def predict(model: torch.nn.Module, batches, mode: str, candidates: dict[int, li
                 preds += logits.argmax(-1).tolist()
                 gold += batch["labels"].tolist()
                 continue
-            B = batch["input_ids"].shape[0]
             gold += _gold_from_targets(batch["labels"], candidates)
-            scores = torch.empty(B, len(candidates), device=device)
-            for j, (cid, target) in enumerate(sorted(candidates.items())):
-                labels = torch.tensor(target, device=device).expand(B, -1)
-                logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], labels=labels).logits
-                nll = F.cross_entropy(logits.float().transpose(1, 2), labels, reduction="none").sum(-1)
-                scores[:, j] = -nll
+            scores = candidate_scores(model, batch["input_ids"], batch["attention_mask"], candidates)
             order = sorted(candidates)
             preds += [order[i] for i in scores.argmax(-1).tolist()]
     finally:
         model.train(was_training)
     return preds, gold
+
+
+def candidate_scores(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                     candidates: dict[int, list[int]]) -> torch.Tensor:
+    """(B, K): the summed log-likelihood of each candidate target (in the order of the sorted
+    class ids) given each input, by an encoder-decoder. The inputs are encoded once; only the
+    decoder runs per candidate."""
+    encoded = model.encode(input_ids, attention_mask)
+    B = input_ids.shape[0]
+    scores = torch.empty(B, len(candidates), device=input_ids.device)
+    for j, (_, target) in enumerate(sorted(candidates.items())):
+        labels = torch.tensor(target, device=input_ids.device).expand(B, -1)
+        decoder_inputs = shift_right(labels, model.config.decoder_start_id, model.config.pad_id)
+        logits = model.decode(decoder_inputs, encoded, attention_mask)
+        scores[:, j] = -F.cross_entropy(logits.float().transpose(1, 2), labels, reduction="none").sum(-1)
+    return scores
 
 
 def _gold_from_targets(labels: torch.Tensor, candidates: dict[int, list[int]]) -> list[int]:
