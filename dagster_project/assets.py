@@ -68,8 +68,9 @@ def launch_command(stage: Stage, params: Params, params_file: Path) -> list[str]
 
 
 def trains_in_process(params: Params) -> bool:
-    """Whether Dagster runs a training stage in its own process (``orchestrate.training_process``):
-    ``auto`` does when one process trains on the CPU (no GPU visible, or ``train.accelerator: cpu``)."""
+    """Whether a training stage runs inside the Dagster process rather than a Pipes subprocess
+    (``orchestrate.training_process``); ``auto``: when one process trains on the CPU (no GPU
+    visible, or ``train.accelerator: cpu``)."""
     choice, train = params.orchestrate.training_process, params.train
     one_process = train.num_nodes == 1 and train.devices in (1, "auto")
     if choice == "in_process":
