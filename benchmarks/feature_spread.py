@@ -57,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--examples", type=int, default=200)
     parser.add_argument("--set", nargs="+", action="extend", default=[], dest="overrides", metavar="KEY=VALUE")
     args = parser.parse_args(argv)
+    from lmforge import layout
     from lmforge.config import load_params
     from lmforge.errors import LmforgeError
     from lmforge.finetuning.features import collate, encode_split, pad_id, text_to_text, tokenizer_dir_for
@@ -81,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
             batch = collate(encode_split(task, "train", arch, tok, params.finetune.max_length), pad_id(arch, tok))
             n = len(task.label_names)
             pretrained, preset, overrides, head = build_finetune_model(
-                Path(params.train.output) / arch / "pretrain" / "model", arch, "classification", n, pooling="mean")
+                layout.pretrained_model_dir(params, arch), arch, "classification", n, pooling="mean")
             torch.manual_seed(params.train.seed)
             scratch, _, _ = head_model(arch, "classification", preset, overrides, head, n, pooling="mean")
             values = [spread(classifier_input(m, batch)) for m in (pretrained, scratch)]
