@@ -316,6 +316,10 @@ class TrainConfig(_Strict):
     max_steps: int | None = Field(None, ge=1, description="override every recipe's pretraining steps (quick experiments)")
     finetune_max_steps: int | None = Field(None, ge=1, description="override every recipe's fine-tuning steps")
     checkpoint_every: int = Field(50, ge=1, description="optimizer steps between checkpoints (last.ckpt)")
+    keep_attempts: int = Field(2, ge=1, description="attempts (checkpoints of one set of settings, beside the output in "
+                                                    ".<output>.attempts/) kept after a run finishes, the latest first")
+    restart: bool = Field(False, description="discard the resume state of the current settings and train from the start "
+                                             "(`--restart`); never implied by changed settings")
     log_every: int = Field(5, ge=1, description="optimizer steps between logged training metrics")
     threads: int | None = Field(None, ge=1, description="torch intra-op threads on CPU (null: torch's default)")
 
@@ -351,6 +355,8 @@ class TrackingConfig(_Strict):
     experiment: str = "lmforge"
     register_models: bool = Field(True, description="register trained models (lmforge-<arch>, lmforge-<arch>-<task>)")
     promotion_metric: str = Field("accuracy", description="fine-tuning metric the champion alias is gated on")
+    timeout_seconds: float = Field(5.0, gt=0, description="an http(s) tracking server must answer within this at the "
+                                                          "start of a training stage")
 
 
 class ChecksConfig(_Strict):
@@ -379,6 +385,9 @@ class OrchestrateConfig(_Strict):
         "auto", description="where Dagster runs a training stage: its own process through Pipes (subprocess), "
                             "the Dagster process (in_process: one process, no start-up per stage), or auto: "
                             "in_process when it trains in one process on the CPU, else subprocess")
+    on_locked: Literal["fail", "wait"] = Field(
+        "fail", description="a stage whose output another process is writing (<output>.lock): fail at once "
+                            "naming the holder, or wait for it")
 
 
 class Params(_Strict):

@@ -18,6 +18,7 @@ import hashlib
 import os
 import re
 import shlex
+import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -50,8 +51,13 @@ class Stage:
     code: tuple[str, ...] = ()     # the source files and recipe among ``deps`` (the code version)
 
     def run(self, params: Params, log: Log) -> dict:
-        """Run the stage (the library function its kind names), from the project folder."""
-        return KINDS[self.kind].run(params, self, log)
+        """Run the stage (the library function its kind names), from the project folder, holding
+        the lock on its main output (``locks.output_lock``: one writer per output)."""
+        from ..locks import output_lock
+
+        with output_lock(self.output_path, wait=params.orchestrate.on_locked == "wait",
+                         command=f"{self.name}: {shlex.join(sys.argv)}", log=log):
+            return KINDS[self.kind].run(params, self, log)
 
     def summary(self, result: dict) -> str:
         """What the command line prints after the stage ran."""

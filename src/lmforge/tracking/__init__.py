@@ -11,10 +11,10 @@ from __future__ import annotations
 from .provenance import dvc_hashes, git_commit, run_tags
 from .pyfunc import LmforgePyfunc
 from .registry import load_registered_model, promote_if_better
-from .store import default_tracking_uri, ensure_tracking_store, resolve_tracking_uri
+from .store import TrackingUnavailable, check_reachable, default_tracking_uri, ensure_tracking_store, resolve_tracking_uri
 from .tracker import Tracker, is_rank_zero
 
 __all__ = [
-    "LmforgePyfunc", "Tracker", "default_tracking_uri", "dvc_hashes", "ensure_tracking_store",
+    "LmforgePyfunc", "Tracker", "TrackingUnavailable", "check_reachable", "default_tracking_uri", "dvc_hashes", "ensure_tracking_store",
     "git_commit", "is_rank_zero", "load_registered_model", "promote_if_better", "resolve_tracking_uri", "run_tags",
 ]

@@ -17,10 +17,10 @@ import mlflow
 from mlflow import MlflowClient
 
 from ..artifacts import file_lock
-from ..errors import ConfigError
+from ..errors import ConfigError, LmforgeError
 
-__all__ = ["artifact_location", "default_tracking_uri", "ensure_tracking_store",
-           "global_tracking_uri", "quiet_mlflow", "resolve_tracking_uri"]
+__all__ = ["TrackingUnavailable", "artifact_location", "check_reachable", "default_tracking_uri",
+           "ensure_tracking_store", "global_tracking_uri", "quiet_mlflow", "resolve_tracking_uri"]
 
 
 def default_tracking_uri(root: str | Path = ".") -> str:
@@ -68,6 +68,31 @@ def _sqlite_path(uri: str) -> Path | None:
     if path in ("", ":memory:") or path.startswith("file:"):
         return None
     return Path(path)
+
+
+class TrackingUnavailable(LmforgeError):
+    """The tracking server does not answer."""
+
+
+def check_reachable(uri: str, timeout: float) -> None:
+    """An http(s) tracking server must answer its ``/health`` page within ``timeout`` seconds,
+    else ``TrackingUnavailable`` naming the URI (before a stage does any work, instead of MLflow's
+    minutes of retries). Other stores (sqlite, databases) are not checked here."""
+    if not uri.startswith(("http://", "https://")):
+        return
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=timeout) as response:
+            response.read(64)
+    except urllib.error.HTTPError as exc:  # it answers: a proxy or an older server without /health
+        if exc.code >= 500:
+            raise TrackingUnavailable(f"tracking server {uri} answers {exc.code} {exc.reason}") from None
+    except (OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", None) or exc
+        raise TrackingUnavailable(f"tracking server {uri} does not answer within {timeout:g} s ({reason}); start it, "
+                                  f"or set tracking.uri (or tracking.enabled=false)") from None
 
 
 _ENSURED: set[str] = set()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
-import os
 import posixpath
 import time
 from collections.abc import Mapping
@@ -22,25 +21,13 @@ from mlflow.entities.model_registry import ModelVersion
 from mlflow.exceptions import MlflowException
 
 from ..models.folder import read_meta
+from ..ranks import is_rank_zero
 from .keys import MAX_PARAM_LENGTH, MAX_TAG_LENGTH, safe_key
 from .pyfunc import LmforgePyfunc, pip_requirements
 from .registry import register_candidate
 from .store import artifact_location, ensure_tracking_store, global_tracking_uri, quiet_mlflow, resolve_tracking_uri
 
 __all__ = ["Tracker", "is_rank_zero"]
-
-
-def is_rank_zero() -> bool:
-    """True on global rank 0 or outside distributed training: the first of ``RANK``,
-    ``SLURM_PROCID`` and ``LOCAL_RANK`` that is set decides (global ranks first)."""
-    for var in ("RANK", "SLURM_PROCID", "LOCAL_RANK"):
-        value = os.environ.get(var, "").strip()
-        if value:
-            try:
-                return int(value) == 0
-            except ValueError:
-                continue
-    return True
 
 
 def _flatten(params: Any, prefix: str = "") -> dict[str, Any]:

@@ -9,7 +9,8 @@ target sequence (rank classification: the label the model finds most likely wins
 
 Writes ``<train.output>/<arch>/<task>/``: ``model/``, ``history.csv``, ``loss.png``,
 ``metrics.json`` (validation and test accuracy / macro-F1 with the majority-class and
-bag-of-words baselines of the same split). Registered as ``lmforge-<arch>-<task>`` (alias
+bag-of-words baselines of the same split), trained in an attempt folder beside it that holds
+the checkpoints and replaces the output only when complete (``run.Attempt``). Registered as ``lmforge-<arch>-<task>`` (alias
 ``candidate``); ``lmforge evaluate`` decides whether it becomes ``champion``.
 
 The budget is the recipe's ``max_steps`` or ``epochs`` (``recipes.resolve_finetune_budget``).
@@ -53,7 +54,7 @@ from .finetune_callbacks import BestOnValidation, validation_scores
 from .module import LMForgeModule, balanced_class_weights
 from .pretrain import plot_history, tokenizer_overrides, tracking_factory
 from .recipes import Recipe, SizeRecipe, load_recipe, resolve_finetune_budget, size_recipe
-from .run import History, build_trainer, prepare_checkpoints, world_size
+from .run import History, build_trainer, start_attempt, world_size
 
 
 class ExampleList:
@@ -225,6 +226,7 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
         log(f"finetune {arch} on {task.name} ({init}): up to date")
         return prev
 
+    make_tracker = tracker_factory or tracking_factory(params)  # an unreachable tracking server fails here, before any work
     if params.train.threads:
         torch.set_num_threads(params.train.threads)
     pl.seed_everything(params.train.seed, workers=True, verbose=False)
@@ -257,7 +259,9 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
                                seed=params.train.seed, pad_id=pad, ordered=False, num_workers=params.train.num_workers,
                                eval_batches=optim.eval_batches, micro_steps_done=lambda: module.micro_steps_done)
     data.collate = lambda examples: features.collate(examples, pad)  # type: ignore[method-assign]
-    resume = prepare_checkpoints(out_dir, fp, log)
+    attempt = start_attempt(out_dir, fp, log, restart=params.train.restart)
+    resume = attempt.resume
+    staged = attempt.staging  # the output, put in place of out_dir once complete
     slug = layout.task_slug(task.name)
     budget = {"max_steps": optim.max_steps, "epochs": size.finetune.epochs, "warmup_steps": optim.warmup_steps,
               "train_examples": len(encoded["train"]),
@@ -270,7 +274,7 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
     from .. import tracking
     from ..models.folder import save_model_dir
 
-    tracker = (tracker_factory or tracking_factory(params))(
+    tracker = make_tracker(
         run_name=f"finetune-{arch}-{slug}" + ("-scratch" if scratch else ""),
         tags={**tracking.run_tags(commit=tracking.git_commit("."),
                                   inputs=tracking.dvc_hashes([tok_dir] if scratch else [pretrained_dir, tok_dir]),
@@ -282,10 +286,10 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
                             "optim": optim.model_dump(mode="json"), "finetune": ft.model_dump(mode="json"),
                             "budget": budget, "task_summary": task.summary()})
         history = History(params.train.log_every, sink=tracker.log_metrics)
-        selection = BestOnValidation(scorers["validation"], ft.metric, out_dir / "checkpoints",
+        selection = BestOnValidation(scorers["validation"], ft.metric, attempt.checkpoints,
                                      every=min(optim.eval_every, optim.max_steps), patience=ft.patience,
                                      history=history, log=log)
-        trainer = build_trainer(params, optim, out_dir, [history, selection], has_validation=True, best_on_loss=False)
+        trainer = build_trainer(params, optim, attempt.dir, [history, selection], has_validation=True, best_on_loss=False)
         epochs = f" ({size.finetune.epochs:g} epochs)" if size.finetune.epochs else ""
         log(f"finetune {arch} on {task.name} ({mode}, {init}): {len(encoded['train'])} training examples, "
             f"{optim.max_steps} steps{epochs} x {budget['global_batch']}, validation {ft.metric} every "
@@ -306,25 +310,26 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
             "task_summary": task.summary(), "seconds": round(time.time() - started, 1), "fingerprint": fp,
             "mlflow_run_id": tracker.run_id,
         }
-        model_dir = save_model_dir(model.cpu(), preset, head, overrides, out_dir / "model",
+        model_dir = save_model_dir(model.cpu(), preset, head, overrides, staged / "model",
                                    num_labels=num_labels if head == "classification" else None,
                                    extra_files={"tokenizer": tok_dir})
-        (out_dir / "labels.json").write_text(json.dumps({"labels": task.label_names, "mode": mode,
+        (staged / "labels.json").write_text(json.dumps({"labels": task.label_names, "mode": mode,
                                                          "targets": candidates}, indent=2) + "\n", encoding="utf-8")
-        history.write_csv(out_dir / "history.csv")
-        plot_history(history.rows, out_dir / "loss.png", f"{arch} fine-tuning on {task.name} ({init})")
+        history.write_csv(staged / "history.csv")
+        plot_history(history.rows, staged / "loss.png", f"{arch} fine-tuning on {task.name} ({init})")
         tracker.log_metrics({f"{split}/{k}": v for split in ("validation", "test") for k, v in results[split].items()})
         tracker.log_metrics({"best_step": selection.best_step, f"validation/best_{ft.metric}": selection.best_value})
         for name, b in metrics["baselines"].items():
             tracker.log_metrics({f"baseline/{name}/{k}": v for k, v in b.items() if isinstance(v, (int, float))})
-        tracker.log_artifact(out_dir / "history.csv")
-        tracker.log_artifact(out_dir / "loss.png")
-        tracker.log_artifact(out_dir / "labels.json")
+        tracker.log_artifact(staged / "history.csv")
+        tracker.log_artifact(staged / "loss.png")
+        tracker.log_artifact(staged / "labels.json")
         if params.tracking.register_models and not scratch:
             name = f"lmforge-{arch}-{slug}"
             version = tracker.log_model(model_dir, name="model", registered_name=name)
             metrics["registered_model"] = {"name": name, "version": str(version.version)} if version else None
-        atomic_write_json(out_dir / "metrics.json", metrics)
+        atomic_write_json(staged / "metrics.json", metrics)
+        attempt.publish(params.train.keep_attempts, log)
     t = metrics["test"]
     log(f"finetune {arch} on {task.name} ({init}): best validation {ft.metric} {selection.best_value:.3f} at step "
         f"{selection.best_step} of {trainer.global_step}; test accuracy {t['accuracy']:.3f}, "

@@ -1,11 +1,14 @@
 """``lmforge pretrain <arch>``: pretrain one architecture on its objective, as its recipe says.
 
-Writes ``<train.output>/<arch>/pretrain/``: ``checkpoints/`` (``last.ckpt``, ``best.ckpt``; a
-re-run with the same settings resumes from ``last.ckpt``, data position included), ``model/``
-(safetensors weights + the config to rebuild it + the tokenizer), ``history.csv`` (loss per
-step), ``loss.png`` and ``metrics.json`` (the intrinsic evaluation of ``evaluation/intrinsic.py``
-on the validation split, with the first and last training losses). One MLflow run per execution;
-the model is registered as ``lmforge-<arch>`` with the alias ``candidate``.
+Writes ``<train.output>/<arch>/pretrain/``: ``model/`` (safetensors weights + the config to
+rebuild it + the tokenizer), ``history.csv`` (loss per step), ``loss.png`` and ``metrics.json``
+(the intrinsic evaluation of ``evaluation/intrinsic.py`` on the validation split, with the first
+and last training losses). It trains in an attempt folder beside it,
+``<train.output>/<arch>/.pretrain.attempts/<fingerprint>/`` (``run.Attempt``): the checkpoints
+(``last.ckpt``, ``best.ckpt``; a re-run with the same settings resumes from ``last.ckpt``, data
+position included) and the output being written, which replaces the previous output only when
+complete. One MLflow run per execution; the model is registered as ``lmforge-<arch>`` with the
+alias ``candidate``.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from ..objectives.registry import tokenizer_kind
 from .data import ObjectiveDataModule
 from .module import LMForgeModule
 from .recipes import Recipe, load_recipe, recipe_path, size_recipe
-from .run import History, build_trainer, is_rank_zero, prepare_checkpoints, world_size
+from .run import History, build_trainer, is_rank_zero, start_attempt, world_size
 
 
 def tokenizer_overrides(preset: str, vocab: Vocab) -> dict[str, Any]:
@@ -77,6 +80,7 @@ def run_pretrain(params: Params, arch: str, *, log: Callable[[str], None] = prin
         log(f"pretrain {arch}: up to date")
         return prev
 
+    make_tracker = tracker_factory or tracking_factory(params)  # an unreachable tracking server fails here, before any work
     if params.train.threads:
         torch.set_num_threads(params.train.threads)
     pl.seed_everything(params.train.seed, workers=True, verbose=False)
@@ -94,7 +98,8 @@ def run_pretrain(params: Params, arch: str, *, log: Callable[[str], None] = prin
                                pad_id=vocab.pad if vocab.pad is not None else 0, ordered=ordered,
                                num_workers=params.train.num_workers, eval_batches=optim.eval_batches,
                                micro_steps_done=lambda: module.micro_steps_done)
-    resume = prepare_checkpoints(out_dir, fp, log)
+    attempt = start_attempt(out_dir, fp, log, restart=params.train.restart)
+    resume = attempt.resume
     n_params = sum(p.numel() for p in model.parameters())
     counts = target_counts(_train_batches(data, 50), recipe.objective, vocab.size)
     bytes_per_token = tokenizer_bytes_per_token(tok_dir)
@@ -110,7 +115,7 @@ def run_pretrain(params: Params, arch: str, *, log: Callable[[str], None] = prin
     from .. import tracking
     from ..models.folder import save_model_dir
 
-    tracker = (tracker_factory or tracking_factory(params))(
+    tracker = make_tracker(
         run_name=f"pretrain-{arch}",
         tags={**tracking.run_tags(commit=tracking.git_commit("."),
                                   inputs=tracking.dvc_hashes([tok_dir, store_manifest.parent, recipe_path(params, arch)]),
@@ -123,7 +128,7 @@ def run_pretrain(params: Params, arch: str, *, log: Callable[[str], None] = prin
                             "train": params.train.model_dump(mode="json"),
                             "dataset": getattr(params.dataset, recipe.objective).model_dump(mode="json")})
         history = History(params.train.log_every, sink=tracker.log_metrics)
-        trainer = build_trainer(params, optim, out_dir, [history], has_validation=data.val_data is not None)
+        trainer = build_trainer(params, optim, attempt.dir, [history], has_validation=data.val_data is not None)
         log(f"pretrain {arch}: {size.preset} ({n_params / 1e6:.2f}M parameters), {recipe.objective} on {kind} tokens, "
             f"{optim.max_steps} steps x {batch_size * world_size()} examples" + (f", resuming from {resume}" if resume else ""))
         trainer.fit(module, datamodule=data, ckpt_path=str(resume) if resume else None, weights_only=True)
@@ -139,20 +144,22 @@ def run_pretrain(params: Params, arch: str, *, log: Callable[[str], None] = prin
             "validation": final, "validation_start": start, "seconds": round(time.time() - started, 1), "fingerprint": fp,
             "mlflow_run_id": tracker.run_id,
         }
-        model_dir = save_model_dir(model.cpu(), size.preset, recipe.pretrain_head, overrides, out_dir / "model",
+        staged = attempt.staging  # the output, put in place of out_dir once complete
+        model_dir = save_model_dir(model.cpu(), size.preset, recipe.pretrain_head, overrides, staged / "model",
                                    extra_files={"tokenizer": tok_dir})
-        history.write_csv(out_dir / "history.csv")
-        plot_history(history.rows, out_dir / "loss.png", f"{arch} pretraining ({recipe.objective})",
+        history.write_csv(staged / "history.csv")
+        plot_history(history.rows, staged / "loss.png", f"{arch} pretraining ({recipe.objective})",
                      baseline=final.get("unigram_loss"))
         tracker.log_metrics({f"final/{k}": v for k, v in final.items() if isinstance(v, (int, float))})
-        tracker.log_artifact(out_dir / "history.csv")
-        tracker.log_artifact(out_dir / "loss.png")
+        tracker.log_artifact(staged / "history.csv")
+        tracker.log_artifact(staged / "loss.png")
         tracker.log_dict({"recipe": recipe.model_dump(mode="json"), "params": params.model_dump(mode="json")}, "resolved_config.json")
         tracker.log_artifact(tok_dir, "tokenizer")
         if params.tracking.register_models:
             version = tracker.log_model(model_dir, name="model", registered_name=f"lmforge-{arch}")
             metrics["registered_model"] = {"name": f"lmforge-{arch}", "version": str(version.version)} if version else None
-        atomic_write_json(out_dir / "metrics.json", metrics)
+        atomic_write_json(staged / "metrics.json", metrics)
+        attempt.publish(params.train.keep_attempts, log)
     v = final
     log(f"pretrain {arch}: validation loss {start['loss'] if start else float('nan'):.3f} -> "
         f"{v['loss']:.3f} (unigram {v.get('unigram_loss', float('nan')):.3f}, uniform {v['uniform_loss']:.3f}), "
@@ -171,13 +178,17 @@ def _train_batches(data: ObjectiveDataModule, n: int):
 
 
 def tracking_factory(params: Params):
-    """A function building the stage's MLflow ``Tracker`` from ``params.tracking`` (rank 0 only)."""
+    """A function building the stage's MLflow ``Tracker`` from ``params.tracking`` (rank 0 only).
+    An http(s) server that does not answer within ``tracking.timeout_seconds`` is a
+    ``TrackingUnavailable`` error now, before the stage does anything."""
     from .. import tracking
 
     uri = tracking.resolve_tracking_uri(params.tracking.uri)
+    enabled = params.tracking.enabled and is_rank_zero()
+    if enabled:  # here, when the stage starts: not after it has trained
+        tracking.check_reachable(uri, params.tracking.timeout_seconds)
 
     def make(run_name: str, tags: dict[str, str]):
-        enabled = params.tracking.enabled and is_rank_zero()
         if enabled:
             tracking.ensure_tracking_store(uri)
         return tracking.Tracker(uri, params.tracking.experiment, run_name, tags=tags, enabled=enabled)

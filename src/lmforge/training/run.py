@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import os
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,8 @@ import lightning.pytorch as pl
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 
-from ..tracking import is_rank_zero
+from ..artifacts import replace_dir
+from ..ranks import is_rank_zero
 from ..config import ConfigError, Params, TrainConfig
 from .recipes import OptimConfig
 
@@ -150,15 +152,16 @@ class History(pl.Callback):
         return next((r[key] for r in reversed(self.rows) if key in r), None)
 
 
-def build_trainer(params: Params, optim: OptimConfig, out_dir: Path, callbacks: list, *,
+def build_trainer(params: Params, optim: OptimConfig, work_dir: Path, callbacks: list, *,
                   has_validation: bool, best_on_loss: bool = True) -> pl.Trainer:
-    """The Trainer for one stage, checkpointing ``last.ckpt`` every ``train.checkpoint_every``
-    steps and ``best.ckpt`` on the validation loss (unless ``best_on_loss`` is false: fine-tuning
-    keeps the weights that are best on the task's metric itself)."""
+    """The Trainer for one stage, working in ``work_dir`` (an :class:`Attempt`'s folder) and
+    checkpointing ``last.ckpt`` every ``train.checkpoint_every`` steps and ``best.ckpt`` on the
+    validation loss in its ``checkpoints/`` (unless ``best_on_loss`` is false: fine-tuning keeps
+    the weights that are best on the task's metric itself)."""
     cfg = params.train
     quiet()
     devices, num_nodes, strategy = launch_world(cfg)
-    ckpt_dir = out_dir / "checkpoints"
+    ckpt_dir = work_dir / "checkpoints"
     checkpoints = [ModelCheckpoint(dirpath=ckpt_dir, filename="step-{step}", every_n_train_steps=cfg.checkpoint_every,
                                    save_last=True, save_top_k=1, enable_version_counter=False)]
     if has_validation and best_on_loss:
@@ -173,21 +176,70 @@ def build_trainer(params: Params, optim: OptimConfig, out_dir: Path, callbacks: 
         val_check_interval=val_every if has_validation else None, check_val_every_n_epoch=None,
         limit_val_batches=(optim.eval_batches or 1.0) if has_validation else 0,
         num_sanity_val_steps=0, logger=False, enable_progress_bar=False, enable_model_summary=False,
-        callbacks=[*checkpoints, *callbacks], default_root_dir=str(out_dir), use_distributed_sampler=False,
+        callbacks=[*checkpoints, *callbacks], default_root_dir=str(work_dir), use_distributed_sampler=False,
         log_every_n_steps=cfg.log_every,
     )
 
 
-def prepare_checkpoints(out_dir: Path, fp: str, log) -> Path | None:
-    """The checkpoint to resume from, if the stage's previous attempt had the same fingerprint;
-    checkpoints of different settings are removed (they cannot be continued)."""
-    ckpt_dir = out_dir / "checkpoints"
-    marker = ckpt_dir / "fingerprint"
-    if ckpt_dir.exists() and (not marker.exists() or marker.read_text().strip() != fp):
-        log(f"{out_dir}: settings changed since the last checkpoint; starting over")
-        shutil.rmtree(ckpt_dir)
+def attempts_root(out_dir: Path) -> Path:
+    """``<output>/../.<output name>.attempts``: the attempts of a training stage, beside its output
+    (outside it, so that what DVC tracks changes only when an attempt is published)."""
+    return out_dir.with_name(f".{out_dir.name}.attempts")
+
+
+@dataclass
+class Attempt:
+    """A training stage's work in progress for one fingerprint: ``<attempts>/<fp[:16]>/`` holds its
+    ``checkpoints/`` (the resume state) and ``output/``, the stage's output being written.
+    :meth:`publish` swaps ``output/`` in place of the stage's output only once it is complete, so a
+    failed or interrupted run leaves the previous output (and ``dvc status``) as they were, and
+    another attempt's checkpoints are never deleted to make room for this one."""
+
+    out_dir: Path
+    dir: Path
+    resume: Path | None
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.dir / "checkpoints"
+
+    @property
+    def staging(self) -> Path:
+        return self.dir / "output"
+
+    def publish(self, keep: int, log) -> None:
+        """Put the finished output in place, then keep only the ``keep`` most recent attempts
+        (this one always)."""
+        replace_dir(self.staging, self.out_dir)
+        others = sorted((p for p in attempts_root(self.out_dir).iterdir() if p.is_dir() and p != self.dir),
+                        key=lambda p: p.stat().st_mtime, reverse=True)
+        for old in others[max(keep - 1, 0):]:
+            shutil.rmtree(old, ignore_errors=True)
+            log(f"{self.out_dir}: removed the attempt {old.name} (train.keep_attempts={keep})")
+
+
+def start_attempt(out_dir: Path, fp: str, log, *, restart: bool = False) -> Attempt:
+    """The attempt for fingerprint ``fp``: resumed from its ``last.ckpt`` when an earlier run with
+    the same settings left one (unless ``restart``: the only way its resume state is discarded).
+    Attempts of other settings are left where they are."""
+    root = attempts_root(out_dir)
+    here = root / fp[:16]
+    if restart and here.exists():
+        log(f"{out_dir}: --restart: discarding the resume state in {here}")
+        if is_rank_zero():
+            shutil.rmtree(here)
+    others = [p.name for p in root.iterdir() if p.is_dir() and p != here] if root.exists() else []
+    last = here / "checkpoints" / "last.ckpt"
     if is_rank_zero():
-        ckpt_dir.mkdir(parents=True, exist_ok=True)
+        (here / "checkpoints").mkdir(parents=True, exist_ok=True)
+        marker = here / "fingerprint"
+        if marker.exists() and marker.read_text().strip() != fp:
+            raise RuntimeError(f"{here}: holds the attempt of other settings ({marker.read_text().strip()[:16]})")
         marker.write_text(fp + "\n")
-    last = ckpt_dir / "last.ckpt"
-    return last if last.exists() else None
+        shutil.rmtree(here / "output", ignore_errors=True)  # an unfinished output of an interrupted run
+        (here / "output").mkdir()
+        os.utime(here)
+    if others and not last.exists():
+        log(f"{out_dir}: new settings; training in {here} (the checkpoints of earlier settings stay in "
+            f"{root}: {', '.join(sorted(others))})")
+    return Attempt(out_dir, here, last if last.exists() else None)
