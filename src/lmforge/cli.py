@@ -62,6 +62,9 @@ def _run_stages(params: Params, select: Callable | None = None) -> None:
 # The data commands build a graph without the training stages: they need no recipes.
 _NO_TRAINING = {"architectures": []}
 
+_RESTART_HELP = ("Discard the resume state of these settings and train from the start (train.restart); "
+                 "changed settings never discard another attempt's checkpoints.")
+
 # Names from the registries.
 _KIND = click.Choice(TOKENIZER_KINDS)
 _OBJECTIVE = click.Choice(list(OBJECTIVES))
@@ -156,14 +159,16 @@ def dataset(objectives, mode, params_path, overrides) -> None:
 @click.argument("architectures", nargs=-1, type=_ARCH)
 @click.option("--params", "params_path", default="params.yaml", show_default=True, help="Parameters file.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a parameter, e.g. train.max_steps=20.")
-def pretrain(architectures, params_path, overrides) -> None:
+@click.option("--restart", is_flag=True, help=_RESTART_HELP)
+def pretrain(architectures, params_path, overrides, restart) -> None:
     """Pretrain architectures (default: train.architectures) on their objectives, as pipelines/<arch>.yaml says.
 
-    Checkpoints go to <train.output>/<arch>/pretrain/checkpoints; the same command after an
-    interruption resumes from last.ckpt. For many GPUs launch one process per device:
+    Trains in <train.output>/<arch>/.pretrain.attempts/<settings>/ (checkpoints) and replaces
+    <train.output>/<arch>/pretrain only when done; the same command after an interruption resumes
+    from last.ckpt. For many GPUs launch one process per device:
     torchrun --nproc_per_node N -m lmforge.cli pretrain ARCH --set train.devices=N
     """
-    params = _params(params_path, list(overrides))
+    params = _params(params_path, list(overrides) + (["train.restart=true"] if restart else []))
     archs = list(architectures) or list(params.train.architectures)
     _run_stages(_narrowed(params, train={"architectures": archs}), lambda s: s.kind == "pretrain")
 
@@ -174,14 +179,15 @@ def pretrain(architectures, params_path, overrides) -> None:
 @click.option("--params", "params_path", default="params.yaml", show_default=True, help="Parameters file.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a parameter.")
 @click.option("--from-scratch", is_flag=True, help="The control: the same architecture, randomly initialised, with the same recipe and budget.")
-def finetune(architectures, tasks, params_path, overrides, from_scratch) -> None:
+@click.option("--restart", is_flag=True, help=_RESTART_HELP)
+def finetune(architectures, tasks, params_path, overrides, from_scratch, restart) -> None:
     """Fine-tune pretrained architectures on downstream tasks (default: finetune.tasks).
 
     Classification heads for the encoders, GPT, Transformer-XL, XLNet and ELMo; text-to-text
     for T5, BART and Switch. Writes <train.output>/<arch>/<task>/ (model, history, metrics);
     with --from-scratch, <train.output>/<arch>/<task>-scratch/.
     """
-    params = _params(params_path, list(overrides))
+    params = _params(params_path, list(overrides) + (["train.restart=true"] if restart else []))
     archs = list(architectures) or list(params.train.architectures)
     tasks = list(tasks) or list(params.finetune.tasks)
     init = "scratch" if from_scratch else "pretrained"

@@ -63,6 +63,14 @@ def _describe(info: dict | None) -> str:
             f"({info.get('command')})")
 
 
+def _wait_for_holder(output: Path, seconds: float = 2.0) -> dict | None:
+    """The holder's record; it writes it just after taking the lock, so give it a moment."""
+    deadline = time.monotonic() + seconds
+    while (current := holder(output)) is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return current
+
+
 @contextlib.contextmanager
 def output_lock(output: str | os.PathLike, *, wait: bool = False, command: str | None = None,
                 log: Callable[[str], None] | None = None, poll_seconds: float = 1.0) -> Iterator[None]:
@@ -77,7 +85,7 @@ def output_lock(output: str | os.PathLike, *, wait: bool = False, command: str |
     try:
         lock.acquire(timeout=0)
     except Timeout:
-        current = holder(output)
+        current = _wait_for_holder(output)
         if not wait:
             raise OutputLocked(f"{output} is being written by {_describe(current)}; wait for it to finish "
                                f"(or set orchestrate.on_locked=wait)") from None

@@ -1,0 +1,117 @@
+"""One writer per output: a second writer fails naming the holder (or waits for it), a lock left by
+a killed process is taken over, and two `lmforge clean` runs into one folder give one success, one
+refusal and the output of a single run."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from lmforge.locks import OutputLocked, holder, output_lock
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def hold(output: Path, seconds: float) -> subprocess.Popen:
+    """Another process holding the lock on ``output`` for ``seconds``; returns once it holds it."""
+    code = textwrap.dedent(f"""
+        import sys, time
+        from lmforge.locks import output_lock
+        with output_lock({str(output)!r}, command="the holder"):
+            print("held", flush=True)
+            time.sleep({seconds})
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "held"
+    return proc
+
+
+def test_a_second_writer_fails_at_once_naming_the_holder(tmp_path):
+    out = tmp_path / "data" / "clean"
+    proc = hold(out, 30)
+    try:
+        started = time.time()
+        with pytest.raises(OutputLocked) as err:
+            with output_lock(out):
+                pass
+        assert time.time() - started < 5
+        message = str(err.value)
+        assert "\n" not in message and str(out) in message and f"pid {proc.pid}" in message and "the holder" in message
+        assert holder(out)["pid"] == proc.pid
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_waiting_writer_says_whom_it_waits_for_and_gets_the_lock(tmp_path):
+    out = tmp_path / "models" / "gpt" / "pretrain"
+    proc = hold(out, 1.5)
+    logs: list[str] = []
+    with output_lock(out, wait=True, log=logs.append, poll_seconds=0.05):
+        assert proc.poll() is not None  # the holder had finished
+        assert holder(out)["pid"] == os.getpid()
+    assert len(logs) == 1 and f"waiting for pid {proc.pid}" in logs[0]
+    assert holder(out) is None  # released: nobody holds it
+
+
+def test_the_lock_of_a_killed_process_is_taken_over(tmp_path):
+    out = tmp_path / "data" / "tokens"
+    proc = hold(out, 60)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    logs: list[str] = []
+    with output_lock(out, log=logs.append):
+        assert holder(out)["pid"] == os.getpid()
+    assert any(f"took over the lock left by pid {proc.pid}" in line for line in logs), logs
+
+
+def test_only_rank_zero_takes_the_lock(tmp_path, monkeypatch):
+    out = tmp_path / "models" / "bert" / "pretrain"
+    proc = hold(out, 30)
+    try:
+        monkeypatch.setenv("RANK", "1")
+        with output_lock(out):  # another rank of the holder's launch: no lock of its own
+            pass
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def _clean(root: Path, out: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "lmforge.cli", "clean", "--params", str(root / "params.yaml"),
+                             "--input", str(root / "corpus.jsonl"), "--output", str(out)],
+                            cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file() and p.name != "stats.json"}
+
+
+@pytest.mark.slow
+def test_two_cleans_into_one_folder_one_succeeds_one_is_refused(tmp_path):
+    import yaml
+
+    from ..cleaning.corpus_gen import page, write_jsonl
+    import random
+
+    rng = random.Random(3)
+    write_jsonl(tmp_path / "corpus.jsonl", [{"id": f"d{i}", "text": page(rng, lines=6)} for i in range(400)])
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump({"clean": {"workers": 1}}), encoding="utf-8")
+    first, second = _clean(tmp_path, tmp_path / "out"), _clean(tmp_path, tmp_path / "out")
+    results = [(p.wait(timeout=300), p.communicate()) for p in (first, second)]
+    codes = sorted(code for code, _ in results)
+    assert codes == [0, 2], results
+    refused = next(err for code, (_, err) in results if code == 2)
+    lines = [line for line in refused.splitlines() if line.strip()]
+    assert lines[-1].startswith("error: ") and "is being written by pid" in lines[-1], refused
+    single = _clean(tmp_path, tmp_path / "single")
+    assert single.wait(timeout=300) == 0, single.communicate()
+    assert _files(tmp_path / "out") == _files(tmp_path / "single")
