@@ -100,6 +100,14 @@ def _stale_reason(graph: StageGraph, params_file: Path) -> str | None:
     return None if path.read_text(encoding="utf-8") == current else "dvc.yaml does not match params.yaml and the recipes"
 
 
+def asset_pool(stage: Stage) -> str:
+    """The Dagster concurrency pool of a stage's asset: one per asset, limited to one step at a
+    time by the instance (``concurrency.pools.default_limit: 1`` in dagster.yaml), so two runs
+    never materialize the same asset at once; the output lock (``lmforge.locks``) backs it up
+    for anything that runs the stage outside Dagster."""
+    return f"lmforge/{stage.name}"
+
+
 def stage_asset(stage: Stage, graph: StageGraph, max_runtime_s: int) -> AssetsDefinition:
     root = graph.root
     tags = {"lmforge/stage": stage.kind}
@@ -116,6 +124,7 @@ def stage_asset(stage: Stage, graph: StageGraph, max_runtime_s: int) -> AssetsDe
         code_version=graph.code_version(stage),
         tags=tags,
         op_tags=op_tags,
+        pool=asset_pool(stage),
         metadata={"outputs": ", ".join(stage.paths), "params": ", ".join(stage.params), "dvc_stage": stage.name},
     )
     def _materialize(context, params: ParamsResource, mlflow: MLflowResource, dvc: DvcResource,

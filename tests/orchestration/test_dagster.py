@@ -331,6 +331,44 @@ def test_training_asset_runs_in_the_dagster_process_on_one_cpu(pipeline):
     assert pipeline.cwd == os.getcwd()
 
 
+# ----------------------------------------------------------------------------- one run per asset at a time
+
+
+def test_every_asset_is_a_pool_of_its_own(repo_defs):
+    graph = repo_defs.resolve_asset_graph()
+    pools = {k.to_user_string(): graph.get(k).pools for k in graph.get_all_asset_keys()}
+    assert pools and all(p == {f"lmforge/{name}"} for name, p in pools.items()), pools
+
+
+def test_a_run_waits_while_another_run_materializes_the_same_asset(tmp_path):
+    """The project's dagster.yaml limits each asset's pool to one step: while another run holds
+    the slot of `clean`, a run materializing it waits, and runs once the slot is free."""
+    import threading
+    import time
+
+    root = make_project(tmp_path / "project", orchestrate={"dvc_commit": False})
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    shutil.copy(REPO / "dagster_project" / "dagster.yaml", home / "dagster.yaml")
+    defs = build_definitions(root)
+    with DagsterInstance.from_config(str(home)) as instance:
+        storage = instance.event_log_storage
+        assert storage.initialize_concurrency_limit_to_default("lmforge/clean")  # as a run's first claim would
+        assert storage.get_concurrency_info("lmforge/clean").slot_count == 1
+        assert storage.claim_concurrency_slot("lmforge/clean", "another-run", "clean").is_claimed
+        box: dict = {}
+        runner = threading.Thread(target=lambda: box.update(result=materialize(defs, ["clean"], instance)))
+        runner.start()
+        time.sleep(8)
+        assert runner.is_alive() and not (root / "data/clean/stats.json").exists()  # waiting for the slot
+        storage.free_concurrency_slots_for_run("another-run")
+        runner.join(timeout=300)
+        assert not runner.is_alive() and box["result"].success
+        assert (root / "data/clean/stats.json").exists()
+        messages = [e.message or "" for e in box["result"].all_events]
+        assert "Step blocked by limit for pool lmforge/clean" in messages
+
+
 # ----------------------------------------------------------------------------- checks on bad data
 
 
