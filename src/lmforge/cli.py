@@ -259,6 +259,30 @@ def dvc(params_path, check) -> None:
     click.echo(f"{path}: {'written' if changed else 'up to date'}")
 
 
+@main.group()
+def tracking() -> None:
+    """MLflow tracking: what runs kept while the server was away."""
+
+
+@tracking.command("sync")
+@click.option("--params", "params_path", default="params.yaml", show_default=True, help="Parameters file.")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a parameter.")
+def tracking_sync(params_path, overrides) -> None:
+    """Send what training runs kept in tracking.spool_dir while their server did not answer.
+    Exit status 1 when a server still does not answer (its runs stay kept)."""
+    from .tracking.spool import sync
+
+    params = _params(params_path, list(overrides))
+    try:
+        sent, waiting = sync(params.tracking.spool_dir, log=_log)
+    except USER_ERRORS as exc:
+        _fail(str(exc))
+        return
+    click.echo(f"tracking sync: {sent} runs sent, {waiting} still waiting")
+    if waiting:
+        sys.exit(1)
+
+
 @main.command()
 @click.option("--params", "params_path", default="params.yaml", show_default=True, help="Parameters file.")
 def stages(params_path) -> None:

@@ -357,6 +357,9 @@ class TrackingConfig(_Strict):
     promotion_metric: str = Field("accuracy", description="fine-tuning metric the champion alias is gated on")
     timeout_seconds: float = Field(5.0, gt=0, description="an http(s) tracking server must answer within this at the "
                                                           "start of a training stage")
+    spool_dir: str = Field("data/tracking-spool", description="where a run keeps what it could not send while the "
+                                                              "server was away (`lmforge tracking sync` sends it)")
+    retry_seconds: float = Field(30.0, gt=0, description="while the server is away, ask it again this often")
 
 
 class ChecksConfig(_Strict):

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
+import os
 import posixpath
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,9 @@ from ..ranks import is_rank_zero
 from .keys import MAX_PARAM_LENGTH, MAX_TAG_LENGTH, safe_key
 from .pyfunc import LmforgePyfunc, pip_requirements
 from .registry import register_candidate
-from .store import artifact_location, ensure_tracking_store, global_tracking_uri, quiet_mlflow, resolve_tracking_uri
+from .spool import Spool
+from .store import (TrackingUnavailable, artifact_location, check_reachable, ensure_tracking_store,
+                    global_tracking_uri, quiet_mlflow, resolve_tracking_uri)
 
 __all__ = ["Tracker", "is_rank_zero"]
 
@@ -76,10 +79,16 @@ class Tracker:
     without a ``with`` block. Everything goes through an explicit ``MlflowClient(uri)``: the
     process-global MLflow state (active run, tracking URI) is left alone, except briefly inside
     ``log_model``.
+
+    An http(s) server that stops answering during the run does not stop it: each call is kept in
+    a spool on disk (``spool.Spool`` in ``spool_dir``, files copied) and the server is asked again
+    every ``retry_seconds``; when it answers, the spool is sent and logging goes on. What is still
+    spooled when the run ends is sent by ``lmforge tracking sync``. ``log`` hears about both.
     """
 
     def __init__(self, uri: str | None, experiment: str, run_name: str, tags: dict[str, str] | None = None,
-                 enabled: bool = True) -> None:
+                 enabled: bool = True, *, spool_dir: str | Path | None = None, retry_seconds: float = 30.0,
+                 timeout_seconds: float = 5.0, log: Callable[[str], None] | None = None) -> None:
         self.enabled = bool(enabled) and is_rank_zero()
         self.uri: str | None = resolve_tracking_uri(uri) if self.enabled else None
         self.experiment = experiment
@@ -88,6 +97,25 @@ class Tracker:
         self.experiment_id: str | None = None
         self._initial_tags = {safe_key(k): str(v)[:MAX_TAG_LENGTH] for k, v in (tags or {}).items() if v is not None}
         self._client: MlflowClient | None = None
+        self.spool_dir = Path(spool_dir) if spool_dir is not None else Path("data") / "tracking-spool"
+        self.retry_seconds = retry_seconds
+        self.timeout_seconds = timeout_seconds
+        self.log = log or (lambda message: None)
+        self._spool: Spool | None = None
+        self._offline_since: float | None = None
+        self._next_try = 0.0
+        if self.enabled and self.uri.startswith(("http://", "https://")):
+            # a call to a server that went away fails in seconds (and is spooled), not after minutes of retries
+            for variable, value in (("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2"), ("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1"),
+                                    ("MLFLOW_HTTP_REQUEST_TIMEOUT", "15")):
+                os.environ.setdefault(variable, value)
+
+    @classmethod
+    def resume(cls, uri: str, run_id: str, experiment_id: str | None) -> "Tracker":
+        """A tracker of an existing run (to send a spool to it)."""
+        tracker = cls(uri, "", "")
+        tracker.run_id, tracker.experiment_id = run_id, experiment_id
+        return tracker
 
     # -- lifecycle
 
@@ -101,6 +129,11 @@ class Tracker:
     @property
     def active(self) -> bool:
         return self.enabled and self.run_id is not None
+
+    @property
+    def offline(self) -> bool:
+        """Whether calls are being spooled (the server stopped answering)."""
+        return self._offline_since is not None
 
     @property
     def url(self) -> str | None:
@@ -122,8 +155,14 @@ class Tracker:
         return self
 
     def end(self, status: str = "FINISHED") -> None:
-        if self.active:
-            self.client.set_terminated(self.run_id, status=status)
+        if not self.active:
+            return
+        self._send({"op": "terminate", "status": status})
+        if self.offline:
+            self._try_again(force=True)
+        if self.offline:
+            self.log(f"tracking: the server {self.uri} is still away; {len(self._spool)} records of run {self.run_id} "
+                     f"wait in {self._spool.file}: `lmforge tracking sync` sends them")
 
     def _experiment_id(self) -> str:
         client = self.client
@@ -162,59 +201,131 @@ class Tracker:
             raise RuntimeError("Tracker not started: use `with Tracker(...) as tracker:` or tracker.start()")
         return self.run_id
 
+    # -- sending, or spooling while the server is away
+
+    def _send(self, record: dict) -> Any:
+        """Apply ``record`` now (its result), or spool it while the server does not answer (None).
+        Errors of a server that answers are raised as they are."""
+        if self.offline and not self._try_again():
+            self._keep(record)
+            return None
+        try:
+            return self.apply(record)
+        except Exception:
+            if not self.uri.startswith(("http://", "https://")) or self._answers():
+                raise
+        self._offline_since = time.time()
+        self._next_try = time.time() + self.retry_seconds
+        self._spool = self._spool or Spool(self.spool_dir, self.uri, self.run_id, self.experiment_id)
+        self.log(f"tracking: the server {self.uri} does not answer; run {self.run_id} goes on and keeps its "
+                 f"records in {self._spool.file} until it is back")
+        self._keep(record)
+        return None
+
+    def _answers(self) -> bool:
+        try:
+            check_reachable(self.uri, self.timeout_seconds)
+        except TrackingUnavailable:
+            return False
+        return True
+
+    def _keep(self, record: dict) -> None:
+        for key in ("path", "model_dir"):  # the file may change or move before it is sent: a copy
+            if record.get(key):
+                record = {**record, key: self._spool.keep(record[key])}
+        self._spool.add(record)
+
+    def _try_again(self, force: bool = False) -> bool:
+        """While offline: when it is time (or ``force``), ask the server and, when it answers, send
+        the spool; whether the tracker is online again."""
+        if not force and time.time() < self._next_try:
+            return False
+        self._next_try = time.time() + self.retry_seconds
+        if not self._answers():
+            return False
+        try:
+            n = self._spool.send(self.apply)
+        except Exception:  # it went away again while sending: the rest stays spooled
+            return False
+        self.log(f"tracking: the server {self.uri} is back after {time.time() - self._offline_since:.0f} s; "
+                 f"sent the {n} records kept meanwhile")
+        self._offline_since = None
+        return True
+
+    def apply(self, record: dict) -> Any:
+        """Make the MLflow call ``record`` describes (what ``_send`` and a spool's replay do); a
+        model's registered version, else None."""
+        run_id, op = self.run_id, record["op"]
+        client = self.client
+        if op == "batch":
+            client.log_batch(run_id, metrics=[Metric(*m) for m in record.get("metrics", [])],
+                             params=[Param(*p) for p in record.get("params", [])],
+                             tags=[RunTag(*t) for t in record.get("tags", [])])
+        elif op == "artifacts":
+            client.log_artifacts(run_id, record["path"], artifact_path=record["artifact_path"])
+        elif op == "artifact":
+            client.log_artifact(run_id, record["path"], artifact_path=record["artifact_path"])
+        elif op == "dict":
+            client.log_dict(run_id, record["data"], record["name"])
+        elif op == "model":
+            return self._log_model_now(Path(record["model_dir"]), record["name"], record["registered_name"])
+        elif op == "terminate":
+            client.set_terminated(run_id, status=record["status"])
+        else:
+            raise ValueError(f"unknown tracking record {op!r}")
+
     # -- logging
 
     def log_params(self, params: dict) -> None:
         """Log ``params`` (nested dicts flattened to dotted keys; values stringified and cut to
         MLflow's 6000 characters) in batches. MLflow params are immutable: logging a key again
         with a different value raises ``MlflowException``."""
-        if (run_id := self._run()) is None:
+        if self._run() is None:
             return
-        flat = _flatten(params)
-        batch = [Param(safe_key(k), str(v)[:MAX_PARAM_LENGTH]) for k, v in flat.items()]
+        batch = [[safe_key(k), str(v)[:MAX_PARAM_LENGTH]] for k, v in _flatten(params).items()]
         if batch:
-            self.client.log_batch(run_id, params=batch)
+            self._send({"op": "batch", "params": batch})
 
     def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
         """Log numeric ``metrics`` at ``step`` (0 when None). NaN and infinities are logged as
         such; non-numeric values (None, strings, tensors of several elements) are skipped."""
-        if (run_id := self._run()) is None:
+        if self._run() is None:
             return
         timestamp = int(time.time() * 1000)
         batch = []
         for key, value in metrics.items():
             number = _as_float(value)
             if number is not None:
-                batch.append(Metric(safe_key(key), number, timestamp, int(step or 0)))
+                batch.append([safe_key(key), number, timestamp, int(step or 0)])
         if batch:
-            self.client.log_batch(run_id, metrics=batch)
+            self._send({"op": "batch", "metrics": batch})
 
     def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
         """Upload a file or a directory: it lands at ``<artifact_path>/<its name>`` either way."""
-        if (run_id := self._run()) is None:
+        if self._run() is None:
             return
         path = Path(path)
         if path.is_dir():
             destination = posixpath.join(artifact_path, path.name) if artifact_path else path.name
-            self.client.log_artifacts(run_id, str(path), artifact_path=destination)
+            self._send({"op": "artifacts", "path": str(path), "artifact_path": destination})
         elif path.is_file():
-            self.client.log_artifact(run_id, str(path), artifact_path=artifact_path)
+            self._send({"op": "artifact", "path": str(path), "artifact_path": artifact_path})
         else:
             raise FileNotFoundError(f"no file or directory {path}")
 
     def log_dict(self, data: dict, name: str) -> None:
         """Write ``data`` as the artifact ``name`` (JSON, or YAML for a .yaml/.yml name)."""
-        if (run_id := self._run()) is None:
+        if self._run() is None:
             return
-        self.client.log_dict(run_id, data, name)
+        self._send({"op": "dict", "data": data, "name": name})
 
     def set_tags(self, tags: dict) -> None:
         """Set run tags (values stringified, cut to MLflow's 8000 characters; None skipped)."""
-        if (run_id := self._run()) is None:
+        if self._run() is None:
             return
-        batch = [RunTag(safe_key(k), str(v)[:MAX_TAG_LENGTH]) for k, v in tags.items() if v is not None]
+        batch = [[safe_key(k), str(v)[:MAX_TAG_LENGTH]] for k, v in tags.items() if v is not None]
         if batch:
-            self.client.log_batch(run_id, tags=batch)
+            self._send({"op": "batch", "tags": batch})
 
     def log_model(self, model_dir: str | Path, name: str = "model",
                   registered_name: str | None = None) -> ModelVersion | None:
@@ -225,11 +336,14 @@ class Tracker:
         Fast by construction: explicit pip requirements (no import scanning), no signature or input
         example (no inference). The MLflow 3 ``LoggedModel`` is created here, in this run's
         experiment and linked to this run, so no fluent active run is needed; the version is
-        registered with this run's id. Returns the ``ModelVersion`` (None when
-        not registered or disabled)."""
-        if (run_id := self._run()) is None:
+        registered with this run's id. Returns the ``ModelVersion`` (None when not registered,
+        disabled, or spooled while the server is away: it is registered when the spool is sent)."""
+        if self._run() is None:
             return None
-        model_dir = Path(model_dir)
+        return self._send({"op": "model", "model_dir": str(model_dir), "name": name, "registered_name": registered_name})
+
+    def _log_model_now(self, model_dir: Path, name: str, registered_name: str | None) -> ModelVersion | None:
+        run_id = self.run_id
         meta = read_meta(model_dir)
         client = self.client
         logged = client.create_logged_model(

@@ -58,7 +58,7 @@ def run_evaluate(params: Params, archs: list[str] | None = None, *, log: Callabl
     from .. import tracking
     from .pretrain import tracking_factory
 
-    factory = tracker_factory or tracking_factory(params)
+    factory = tracker_factory or tracking_factory(params, log)
     uri = tracking.resolve_tracking_uri(params.tracking.uri)
     out_dir = layout.evaluations_dir(params)
     out_dir.mkdir(parents=True, exist_ok=True)

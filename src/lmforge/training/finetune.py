@@ -226,7 +226,7 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
         log(f"finetune {arch} on {task.name} ({init}): up to date")
         return prev
 
-    make_tracker = tracker_factory or tracking_factory(params)  # an unreachable tracking server fails here, before any work
+    make_tracker = tracker_factory or tracking_factory(params, log)  # an unreachable tracking server fails here, before any work
     if params.train.threads:
         torch.set_num_threads(params.train.threads)
     pl.seed_everything(params.train.seed, workers=True, verbose=False)

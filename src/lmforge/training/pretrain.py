@@ -80,7 +80,7 @@ def run_pretrain(params: Params, arch: str, *, log: Callable[[str], None] = prin
         log(f"pretrain {arch}: up to date")
         return prev
 
-    make_tracker = tracker_factory or tracking_factory(params)  # an unreachable tracking server fails here, before any work
+    make_tracker = tracker_factory or tracking_factory(params, log)  # an unreachable tracking server fails here, before any work
     if params.train.threads:
         torch.set_num_threads(params.train.threads)
     pl.seed_everything(params.train.seed, workers=True, verbose=False)
@@ -177,7 +177,7 @@ def _train_batches(data: ObjectiveDataModule, n: int):
     return DataLoader(data.train_data, batch_size=data.batch_size, sampler=sampler, collate_fn=data.collate)
 
 
-def tracking_factory(params: Params):
+def tracking_factory(params: Params, log: Callable[[str], None] | None = None):
     """A function building the stage's MLflow ``Tracker`` from ``params.tracking`` (rank 0 only).
     An http(s) server that does not answer within ``tracking.timeout_seconds`` is a
     ``TrackingUnavailable`` error now, before the stage does anything."""
@@ -191,7 +191,9 @@ def tracking_factory(params: Params):
     def make(run_name: str, tags: dict[str, str]):
         if enabled:
             tracking.ensure_tracking_store(uri)
-        return tracking.Tracker(uri, params.tracking.experiment, run_name, tags=tags, enabled=enabled)
+        t = params.tracking
+        return tracking.Tracker(uri, t.experiment, run_name, tags=tags, enabled=enabled, spool_dir=t.spool_dir,
+                                retry_seconds=t.retry_seconds, timeout_seconds=t.timeout_seconds, log=log)
 
     return make
 

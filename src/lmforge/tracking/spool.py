@@ -1,0 +1,121 @@
+"""What a run could not send while its tracking server was away, kept on disk until it is back.
+
+One JSON-lines file per run, ``<tracking.spool_dir>/<run id>.jsonl``: each line one call the
+``Tracker`` would have made (a batch of metrics, params or tags; an artifact; a logged model; the
+run's end), with copies of the files it names in ``<run id>/``. ``Tracker`` appends to it while
+the server does not answer and sends it when the server answers again; whatever is left when
+the run ends is sent by ``lmforge tracking sync`` (:func:`sync`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+__all__ = ["Spool", "pending", "sync"]
+
+
+class Spool:
+    """The records of one run (``uri`` and ``run_id`` say where they go)."""
+
+    def __init__(self, folder: str | os.PathLike, uri: str, run_id: str, experiment_id: str | None = None):
+        self.folder = Path(folder)
+        self.uri = uri
+        self.run_id = run_id
+        self.experiment_id = experiment_id
+        self.file = self.folder / f"{run_id}.jsonl"
+        self.files = self.folder / run_id
+
+    def __len__(self) -> int:
+        return len(self.records())
+
+    def add(self, record: dict) -> None:
+        """Append ``record`` (fsynced: a crash loses at most the line being written)."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        line = json.dumps({"uri": self.uri, "run_id": self.run_id, "experiment_id": self.experiment_id, **record})
+        with open(self.file, "a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def keep(self, path: str | os.PathLike) -> str:
+        """A copy of the file or folder ``path`` that stays until the record naming it is sent."""
+        path = Path(path)
+        self.files.mkdir(parents=True, exist_ok=True)
+        target = self.files / f"{len(list(self.files.iterdir())):04d}" / path.name
+        target.parent.mkdir()
+        if path.is_dir():
+            shutil.copytree(path, target)
+        else:
+            shutil.copy2(path, target)
+        return str(target)
+
+    def records(self) -> list[dict]:
+        """The records in order; a last line cut short by a crash is left out."""
+        if not self.file.exists():
+            return []
+        out = []
+        for line in self.file.read_text(encoding="utf-8").splitlines():
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue
+        return out
+
+    def send(self, apply: Callable[[dict], None]) -> int:
+        """``apply`` each record in order, then remove the spool; the number sent. A record that
+        fails stops it: the records from that one on stay (the file is rewritten with them)."""
+        records = self.records()
+        for i, record in enumerate(records):
+            try:
+                apply(record)
+            except BaseException:
+                self._rewrite(records[i:])
+                raise
+        self.clear()
+        return len(records)
+
+    def _rewrite(self, records: list[dict]) -> None:
+        tmp = self.file.with_name(self.file.name + ".tmp")
+        tmp.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+        os.replace(tmp, self.file)
+
+    def clear(self) -> None:
+        self.file.unlink(missing_ok=True)
+        shutil.rmtree(self.files, ignore_errors=True)
+
+
+def pending(folder: str | os.PathLike) -> Iterator[Spool]:
+    """The spools left in ``folder``, oldest first."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return
+    for file in sorted(folder.glob("*.jsonl"), key=lambda p: p.stat().st_mtime):
+        records = Spool(folder, "", file.stem).records()
+        if records:
+            first = records[0]
+            yield Spool(folder, first["uri"], first["run_id"], first.get("experiment_id"))
+
+
+def sync(folder: str | os.PathLike, log: Callable[[str], None] = print) -> tuple[int, int]:
+    """Send every spool in ``folder`` to its server: (runs sent, runs still waiting). A server that
+    still does not answer leaves its runs' spools where they are."""
+    from .store import TrackingUnavailable, check_reachable
+    from .tracker import Tracker
+
+    sent = waiting = 0
+    for spool in pending(folder):
+        try:
+            check_reachable(spool.uri, 5.0)
+        except TrackingUnavailable as exc:
+            log(f"run {spool.run_id}: {len(spool)} records wait ({exc})")
+            waiting += 1
+            continue
+        tracker = Tracker.resume(spool.uri, spool.run_id, spool.experiment_id)
+        n = spool.send(tracker.apply)
+        log(f"run {spool.run_id}: sent {n} records to {spool.uri}")
+        sent += 1
+    return sent, waiting

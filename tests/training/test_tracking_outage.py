@@ -1,0 +1,155 @@
+"""A tracking server that goes away during a run: the run goes on, keeps what it could not send
+on disk, sends it when the server is back (or `lmforge tracking sync` does), and every metric ends
+up in MLflow. A real `mlflow server` on 127.0.0.1, stopped and started again by the test."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from lmforge.config import load_params
+from lmforge.tracking import Tracker
+from lmforge.tracking.spool import pending, sync
+
+
+class MlflowServer:
+    """``mlflow server`` with a sqlite backend and proxied artifacts in ``folder``, on a fixed port
+    so that it can be stopped and started again at the same address."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        command = [str(Path(sys.executable).with_name("mlflow")), "server",
+                   "--backend-store-uri", f"sqlite:///{self.folder / 'mlflow.db'}",
+                   "--artifacts-destination", str(self.folder / "artifacts"),
+                   "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1"]
+        log = open(self.folder / "server.log", "ab")
+        self.proc = subprocess.Popen(command, cwd=self.folder, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + 120
+        while True:
+            assert self.proc.poll() is None, (self.folder / "server.log").read_text(errors="replace")[-3000:]
+            try:
+                with urllib.request.urlopen(f"{self.url}/health", timeout=2) as response:
+                    if response.status == 200:
+                        return
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            assert time.monotonic() < deadline, "mlflow server did not answer /health in 120 s"
+            time.sleep(0.3)
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        for sig, wait in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):  # the CLI and its uvicorn worker
+            try:
+                os.killpg(self.proc.pid, sig)
+                self.proc.wait(timeout=wait)
+                break
+            except ProcessLookupError:
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        self.proc = None
+
+
+@pytest.fixture
+def server(tmp_path):
+    folder = tmp_path / "server"
+    folder.mkdir()
+    srv = MlflowServer(folder)
+    srv.start()
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+@pytest.mark.slow
+def test_a_run_keeps_what_it_cannot_send_and_sends_it_when_the_server_is_back(server, tmp_path):
+    from mlflow import MlflowClient
+
+    logs: list[str] = []
+    artifact = tmp_path / "history.csv"
+    tracker = Tracker(server.url, "outage", "run", spool_dir=tmp_path / "spool", retry_seconds=0.5,
+                      timeout_seconds=2, log=logs.append)
+    with tracker:
+        tracker.log_params({"lr": 0.1})
+        for step in (1, 2, 3):
+            tracker.log_metrics({"loss": 10.0 - step}, step)
+        server.stop()
+        for step in (4, 5, 6):
+            tracker.log_metrics({"loss": 10.0 - step}, step)  # the run goes on
+        artifact.write_text("step,loss\n")
+        tracker.log_artifact(artifact)
+        artifact.write_text("changed after logging\n")  # what was logged is what is sent
+        assert tracker.offline and len(list(pending(tmp_path / "spool"))) == 1
+        server.start()
+        time.sleep(0.6)
+        for step in (7, 8, 9):
+            tracker.log_metrics({"loss": 10.0 - step}, step)
+        assert not tracker.offline
+    client = MlflowClient(server.url)
+    history = client.get_metric_history(tracker.run_id, "loss")
+    assert sorted(m.step for m in history) == list(range(1, 10))
+    run = client.get_run(tracker.run_id)
+    assert run.info.status == "FINISHED" and run.data.params == {"lr": "0.1"}
+    local = client.download_artifacts(tracker.run_id, "history.csv", str(tmp_path / "download"))
+    assert Path(local).read_text() == "step,loss\n"
+    assert any("does not answer" in line for line in logs) and any("is back" in line for line in logs)
+    assert not list(pending(tmp_path / "spool"))  # nothing left behind
+
+
+@pytest.mark.slow
+def test_pretraining_through_an_outage_finishes_and_all_its_metrics_reach_mlflow(server, project, tmp_path):
+    """The server is stopped when training starts and started again a few seconds later; what the
+    run could not send on the way is sent then, or by `lmforge tracking sync` after it ended."""
+    from mlflow import MlflowClient
+
+    from lmforge.training.pretrain import run_pretrain
+
+    spool = tmp_path / "spool"
+    params = load_params(project / "params.yaml", [f"tracking.uri={server.url}", "train.max_steps=30", "train.log_every=1",
+                                                   f"tracking.spool_dir={spool}", "tracking.retry_seconds=1"])
+    restarted = threading.Event()
+
+    def restart_later() -> None:
+        time.sleep(3)
+        server.start()
+        restarted.set()
+
+    logs: list[str] = []
+
+    def log(message: str) -> None:
+        logs.append(message)
+        if message.startswith("pretrain gpt: ") and "steps x" in message:  # training starts now
+            server.stop()
+            threading.Thread(target=restart_later, daemon=True).start()
+
+    metrics = run_pretrain(params, "gpt", log=log)
+    assert metrics["steps"] == 30
+    assert restarted.wait(timeout=180)
+    sync(spool, log=logs.append)
+    client = MlflowClient(server.url)
+    run_id = metrics["mlflow_run_id"]
+    assert sorted(m.step for m in client.get_metric_history(run_id, "train/loss")) == list(range(1, 31))
+    assert client.get_run(run_id).info.status == "FINISHED"
+    assert "final/loss" in client.get_run(run_id).data.metrics
+    assert client.get_model_version_by_alias("lmforge-gpt", "candidate").run_id == run_id  # registered, late or not
+    assert any("does not answer" in line for line in logs), logs
+    assert not list(pending(spool))
