@@ -128,7 +128,7 @@ def test_stats_and_outputs(tmp_path):
     assert s["bytes_out"] == sum(len(r["text"].encode()) for r in rows)
     out = tmp_path / "out"
     assert sorted(p.name for p in out.glob("shard-*.parquet")) == [f"shard-{i:05d}.parquet" for i in range(5)]
-    assert not (out / ".work").exists()
+    assert not (out / ".work").exists() and not (tmp_path / ".out.work").exists()
     assert json.loads((out / "stats.json").read_text())["documents_out"] == 30
     assert {p.stem for p in (out / "dropped").glob("*.jsonl")} == set(s["dropped"])
     assert set(pq.read_schema(out / "shard-00000.parquet").names) == {"id", "text", "url", "timestamp", "source", "metadata"}
@@ -153,7 +153,7 @@ def test_corrupted_intermediate_is_detected_and_redone(tmp_path):
     clean(tmp_path, [src], shard_size=5, keep_work=True)
     out = tmp_path / "out"
     reference = {f.name: f.read_bytes() for f in out.glob("shard-*.parquet")}
-    (out / ".work" / "filter" / "shard-00001.parquet").write_bytes(b"garbage")
+    (tmp_path / ".out.work" / "filter" / "shard-00001.parquet").write_bytes(b"garbage")
     (out / "stats.json").unlink()
     _, _, logs = clean(tmp_path, [src], shard_size=5, keep_work=True)
     assert any("filter_shard: 3 of 4 units already done" in line for line in logs)
@@ -191,7 +191,7 @@ def test_resume_after_kill_is_byte_identical(tmp_path):
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.time() + 120
     while time.time() < deadline and proc.poll() is None:
-        if len(list((out / ".work" / "filter").glob("*.done"))) >= 3:
+        if len(list((tmp_path / ".out.work" / "filter").glob("*.done"))) >= 3:
             break
         time.sleep(0.005)
     assert proc.poll() is None, "the run finished before it could be killed"

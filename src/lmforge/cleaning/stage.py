@@ -172,7 +172,7 @@ def run_clean(cfg: CleanConfig, log: Callable[[str], None] = print) -> CleanResu
     """Run the clean stage to completion (resuming unfinished work) and return its stats."""
     t0 = time.perf_counter()
     output = Path(cfg.output)
-    wd = output / ".work"
+    wd = work_dir(output)
     fp = _fingerprint(cfg)
     prev = None if wd.exists() else finished(output / "stats.json", fp, intact=lambda stats: _outputs_intact(output, stats))
     if prev is not None:
@@ -232,15 +232,22 @@ def run_clean(cfg: CleanConfig, log: Callable[[str], None] = print) -> CleanResu
         run_all(_write_final, [(str(wd), s, source, per_shard[s], cfg.dropped_samples) for s in range(n_shards)])
 
     # Publish: the shards, stats.json and the dropped samples go into a staged folder that
-    # replaces the output whole. The work folder (inside the old output) goes with it, unless
-    # it is to be kept.
+    # replaces the output whole; then the work folder (beside the output) goes, unless it is
+    # to be kept.
     with staged_dir(output) as staged:
         for s in range(n_shards):
             os.replace(wd / "final" / f"{shard_name(s)}.parquet", staged / f"{shard_name(s)}.parquet")
         stats = _final_stats(cfg, wd, staged, manifest, n_shards, source, fp)
-        if cfg.keep_work:
-            os.replace(wd, staged / wd.name)
+    if not cfg.keep_work:
+        shutil.rmtree(wd, ignore_errors=True)
     return CleanResult(output, stats, time.perf_counter() - t0)
+
+
+def work_dir(output: Path) -> Path:
+    """``<output>/../.<output name>.work``: where a run works until it publishes, beside the
+    output rather than in it, so that a run that fails or is stopped leaves the finished output
+    (and what DVC records of it) as it was."""
+    return output.with_name(f".{output.name}.work")
 
 
 def _outputs_intact(output: Path, stats: dict[str, Any]) -> bool:
