@@ -5,11 +5,17 @@ they were, an unreachable tracking server fails at once, and only --restart disc
 from __future__ import annotations
 
 import hashlib
+import json
+import os
+import signal
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from lmforge.config import load_params
 from lmforge.tracking import TrackingUnavailable
@@ -92,3 +98,39 @@ def test_only_restart_discards_the_resume_state(project):
                              "gpt", log=logs.append)
     assert any("--restart: discarding the resume state" in line for line in logs)
     assert not any("resuming from" in line for line in logs) and restarted["steps"] == 4
+
+
+@pytest.mark.slow
+def test_a_cancelled_pipes_launch_stops_within_the_wait_and_leaves_a_resumable_checkpoint(project):
+    """Cancelling a Dagster run sends SIGINT to the Pipes subprocess (``forward_termination``) and
+    waits ``termination_timeout_seconds`` for it: the launched training stops within that, its
+    lock is released, the output is untouched, and the next launch resumes from the checkpoint."""
+    from dagster_project.definitions import defs
+
+    client = defs.resources["pipes_subprocess_client"]
+    assert client.forward_termination and client.termination_timeout_seconds == 20
+    repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(repo), os.environ.get("PYTHONPATH")]))}
+    command = [sys.executable, "-m", "dagster_project.launch", "pretrain_gpt", "--params", "params.yaml"]
+    params_file = project / "params.yaml"
+    p = yaml.safe_load(params_file.read_text())
+    p["train"].update(max_steps=200, checkpoint_every=5)
+    p["tracking"]["enabled"] = False
+    params_file.write_text(yaml.safe_dump(p))
+    attempts = project / "models" / "gpt" / ".pretrain.attempts"
+    proc = subprocess.Popen(command, cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 300
+    while not list(attempts.glob("*/checkpoints/last.ckpt")):
+        assert proc.poll() is None, proc.communicate()[1]
+        assert time.time() < deadline
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    stopped = time.time()
+    proc.communicate(timeout=60)
+    assert time.time() - stopped < 20 and proc.returncode != 0
+    out = project / "models" / "gpt" / "pretrain"
+    assert not (out / "metrics.json").exists() and not (out.parent / "pretrain.lock.json").exists()
+    again = subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr
+    assert "resuming from" in again.stderr
+    assert json.loads((out / "metrics.json").read_text())["steps"] == 200
