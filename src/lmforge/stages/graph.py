@@ -252,7 +252,8 @@ def build_stages(params: Params | None = None, root: str | os.PathLike = ".", pa
         add(Stage(
             name=f"pretrain_{arch}", kind="pretrain",
             description=f"Pretrain {arch} ({recipe.objective} on {kind} tokens, recipe {recipe_file}) with Lightning; "
-                        "checkpoints, the model (safetensors), history.csv, loss.png, metrics.json; an MLflow run.",
+                        "the model (safetensors), history.csv, loss.png, metrics.json (the checkpoints stay in the "
+                        "attempt folder beside it); an MLflow run.",
             command=("pretrain", arch),
             upstream=(f"dataset_{recipe.objective}", f"tokens_{kind}", f"tokenizer_{kind}"),
             deps=(rel(layout.dataset_dir(params, recipe.objective)), rel(layout.token_store_dir(params, kind)),
