@@ -270,11 +270,11 @@ def tracking() -> None:
 def tracking_sync(params_path, overrides) -> None:
     """Send what training runs kept in tracking.spool_dir while their server did not answer.
     Exit status 1 when a server still does not answer (its runs stay kept)."""
-    from .tracking.spool import sync
+    from .tracking.tracker import send_spooled
 
     params = _params(params_path, list(overrides))
     try:
-        sent, waiting = sync(params.tracking.spool_dir, log=_log)
+        sent, waiting = send_spooled(params.tracking.spool_dir, log=_log)
     except USER_ERRORS as exc:
         _fail(str(exc))
         return

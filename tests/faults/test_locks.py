@@ -54,9 +54,11 @@ def test_a_waiting_writer_says_whom_it_waits_for_and_gets_the_lock(tmp_path):
     out = tmp_path / "models" / "gpt" / "pretrain"
     proc = hold(out, 1.5)
     logs: list[str] = []
+    started = time.monotonic()
     with output_lock(out, wait=True, log=logs.append, poll_seconds=0.05):
-        assert proc.poll() is not None  # the holder had finished
+        assert time.monotonic() - started > 1.0  # it waited for the holder's 1.5 s
         assert holder(out)["pid"] == os.getpid()
+    assert proc.wait(timeout=30) == 0
     assert len(logs) == 1 and f"waiting for pid {proc.pid}" in logs[0]
     assert holder(out) is None  # released: nobody holds it
 

@@ -4,7 +4,7 @@ One JSON-lines file per run, ``<tracking.spool_dir>/<run id>.jsonl``: each line 
 ``Tracker`` would have made (a batch of metrics, params or tags; an artifact; a logged model; the
 run's end), with copies of the files it names in ``<run id>/``. ``Tracker`` appends to it while
 the server does not answer and sends it when the server answers again; whatever is left when
-the run ends is sent by ``lmforge tracking sync`` (:func:`sync`).
+the run ends is sent by ``lmforge tracking sync`` (``tracker.send_spooled``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-__all__ = ["Spool", "pending", "sync"]
+__all__ = ["Spool", "pending"]
 
 
 class Spool:
@@ -98,24 +98,3 @@ def pending(folder: str | os.PathLike) -> Iterator[Spool]:
         if records:
             first = records[0]
             yield Spool(folder, first["uri"], first["run_id"], first.get("experiment_id"))
-
-
-def sync(folder: str | os.PathLike, log: Callable[[str], None] = print) -> tuple[int, int]:
-    """Send every spool in ``folder`` to its server: (runs sent, runs still waiting). A server that
-    still does not answer leaves its runs' spools where they are."""
-    from .store import TrackingUnavailable, check_reachable
-    from .tracker import Tracker
-
-    sent = waiting = 0
-    for spool in pending(folder):
-        try:
-            check_reachable(spool.uri, 5.0)
-        except TrackingUnavailable as exc:
-            log(f"run {spool.run_id}: {len(spool)} records wait ({exc})")
-            waiting += 1
-            continue
-        tracker = Tracker.resume(spool.uri, spool.run_id, spool.experiment_id)
-        n = spool.send(tracker.apply)
-        log(f"run {spool.run_id}: sent {n} records to {spool.uri}")
-        sent += 1
-    return sent, waiting

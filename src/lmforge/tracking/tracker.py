@@ -26,11 +26,11 @@ from ..ranks import is_rank_zero
 from .keys import MAX_PARAM_LENGTH, MAX_TAG_LENGTH, safe_key
 from .pyfunc import LmforgePyfunc, pip_requirements
 from .registry import register_candidate
-from .spool import Spool
+from .spool import Spool, pending
 from .store import (TrackingUnavailable, artifact_location, check_reachable, ensure_tracking_store,
                     global_tracking_uri, quiet_mlflow, resolve_tracking_uri)
 
-__all__ = ["Tracker", "is_rank_zero"]
+__all__ = ["Tracker", "is_rank_zero", "send_spooled"]
 
 
 def _flatten(params: Any, prefix: str = "") -> dict[str, Any]:
@@ -361,3 +361,20 @@ class Tracker:
         if registered_name is None:
             return None
         return register_candidate(self.uri, registered_name, logged.model_id, run_id)
+
+
+def send_spooled(folder: str | Path, log: Callable[[str], None] = print) -> tuple[int, int]:
+    """Send every spool in ``folder`` to its server (``lmforge tracking sync``): (runs sent, runs
+    still waiting). A server that still does not answer leaves its runs' spools where they are."""
+    sent = waiting = 0
+    for spool in pending(folder):
+        try:
+            check_reachable(spool.uri, 5.0)
+        except TrackingUnavailable as exc:
+            log(f"run {spool.run_id}: {len(spool)} records wait ({exc})")
+            waiting += 1
+            continue
+        n = spool.send(Tracker.resume(spool.uri, spool.run_id, spool.experiment_id).apply)
+        log(f"run {spool.run_id}: sent {n} records to {spool.uri}")
+        sent += 1
+    return sent, waiting
