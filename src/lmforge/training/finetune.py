@@ -10,8 +10,9 @@ target sequence (rank classification: the label the model finds most likely wins
 Writes ``<train.output>/<arch>/<task>/``: ``model/``, ``history.csv``, ``loss.png``,
 ``metrics.json`` (validation and test accuracy / macro-F1 with the majority-class and
 bag-of-words baselines of the same split), trained in an attempt folder beside it that holds
-the checkpoints and replaces the output only when complete (``run.Attempt``). Registered as ``lmforge-<arch>-<task>`` (alias
-``candidate``); ``lmforge evaluate`` decides whether it becomes ``champion``.
+the checkpoints and replaces the output only when complete (``run.Attempt``). Registered as
+``lmforge-<arch>-<task>`` (alias ``candidate``); ``lmforge evaluate`` decides whether it becomes
+``champion``.
 
 The budget is the recipe's ``max_steps`` or ``epochs`` (``recipes.resolve_finetune_budget``).
 Every ``eval_every`` steps the whole validation split is scored with :func:`predict` on the
