@@ -15,14 +15,7 @@ tests/deploy/conftest.py from Debian's binaries on a free loopback port; no mock
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Iterator
 
@@ -34,7 +27,8 @@ from lmforge.stages import build_stages
 
 from ..orchestration.test_dagster import build_definitions, check_evaluations, make_project, materialize, materialized
 from ..training.conftest import REPO, write_params
-from .conftest import PostgresServer, free_port
+from ..mlflow_server import MlflowServer
+from .conftest import PostgresServer
 
 pytestmark = pytest.mark.slow
 
@@ -116,39 +110,12 @@ def test_dagster_instance_on_postgres_records_a_materialization(postgres, dagste
 def mlflow_server(postgres: PostgresServer, tmp_path) -> Iterator[str]:
     """``mlflow server`` on 127.0.0.1 (a free port): backend store the ``mlflow`` database,
     artifacts proxied to a folder (``--serve-artifacts`` is MLflow 3's default). Its URL."""
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    log_path = tmp_path / "mlflow-server.log"
-    command = [str(Path(sys.executable).with_name("mlflow")), "server",
-               "--backend-store-uri", postgres.uri("mlflow"), "--artifacts-destination", str(tmp_path / "artifacts"),
-               "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(command, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    server = MlflowServer(tmp_path, backend_store_uri=postgres.uri("mlflow"))
     try:
-        deadline = time.monotonic() + 120  # the first start creates the schema (MLflow's migrations)
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"mlflow server exited ({proc.returncode}):\n{log_path.read_text(errors='replace')[-4000:]}")
-            try:
-                with urllib.request.urlopen(f"{url}/health", timeout=5) as response:
-                    if response.status == 200:
-                        break
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"mlflow server did not answer /health in 120 s:\n{log_path.read_text(errors='replace')[-4000:]}")
-            time.sleep(0.5)
-        yield url
+        server.start()
+        yield server.url
     finally:
-        for sig, wait in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):  # the CLI and its uvicorn worker
-            try:
-                os.killpg(proc.pid, sig)
-                proc.wait(timeout=wait)
-                break
-            except ProcessLookupError:
-                break
-            except subprocess.TimeoutExpired:
-                continue
+        server.stop()
 
 
 def test_mlflow_server_on_postgres_receives_a_training_run_and_registers_the_model(postgres, mlflow_server, project,

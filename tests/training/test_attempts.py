@@ -8,7 +8,6 @@ import hashlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,17 +20,13 @@ from lmforge.config import load_params
 from lmforge.tracking import TrackingUnavailable
 from lmforge.training.pretrain import run_pretrain
 
+from ..mlflow_server import free_port
+
 
 def snapshot(folder: Path) -> dict[str, str]:
     """Every file under ``folder`` (hidden ones included) with the hash of its bytes."""
     return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
             for p in sorted(folder.rglob("*")) if p.is_file()}
-
-
-def _dead_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]  # closed again: nothing listens there
 
 
 def test_changed_settings_with_a_dead_tracking_server_fail_fast_and_touch_nothing(project):
@@ -40,7 +35,7 @@ def test_changed_settings_with_a_dead_tracking_server_fail_fast_and_touch_nothin
     models = project / "models" / "gpt"
     before = snapshot(models)
     assert any(".pretrain.attempts/" in k and k.endswith("checkpoints/last.ckpt") for k in before)
-    uri = f"http://127.0.0.1:{_dead_port()}"
+    uri = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     changed = load_params(project / "params.yaml", ["train.max_steps=2", f"tracking.uri={uri}", "tracking.timeout_seconds=2"])
     started = time.time()
     with pytest.raises(TrackingUnavailable) as err:

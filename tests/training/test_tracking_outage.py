@@ -4,15 +4,8 @@ up in MLflow. A real `mlflow server` on 127.0.0.1, stopped and started again by 
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -22,51 +15,7 @@ from lmforge.tracking import Tracker
 from lmforge.tracking.spool import pending
 from lmforge.tracking.tracker import send_spooled
 
-
-class MlflowServer:
-    """``mlflow server`` with a sqlite backend and proxied artifacts in ``folder``, on a fixed port
-    so that it can be stopped and started again at the same address."""
-
-    def __init__(self, folder: Path):
-        self.folder = folder
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> None:
-        command = [str(Path(sys.executable).with_name("mlflow")), "server",
-                   "--backend-store-uri", f"sqlite:///{self.folder / 'mlflow.db'}",
-                   "--artifacts-destination", str(self.folder / "artifacts"),
-                   "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1"]
-        log = open(self.folder / "server.log", "ab")
-        self.proc = subprocess.Popen(command, cwd=self.folder, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + 120
-        while True:
-            assert self.proc.poll() is None, (self.folder / "server.log").read_text(errors="replace")[-3000:]
-            try:
-                with urllib.request.urlopen(f"{self.url}/health", timeout=2) as response:
-                    if response.status == 200:
-                        return
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
-            assert time.monotonic() < deadline, "mlflow server did not answer /health in 120 s"
-            time.sleep(0.3)
-
-    def stop(self) -> None:
-        if self.proc is None:
-            return
-        for sig, wait in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):  # the CLI and its uvicorn worker
-            try:
-                os.killpg(self.proc.pid, sig)
-                self.proc.wait(timeout=wait)
-                break
-            except ProcessLookupError:
-                break
-            except subprocess.TimeoutExpired:
-                continue
-        self.proc = None
+from ..mlflow_server import MlflowServer
 
 
 @pytest.fixture
