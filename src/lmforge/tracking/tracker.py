@@ -21,6 +21,7 @@ from mlflow.entities import LoggedModelOutput, Metric, Param, RunStatus, RunTag
 from mlflow.entities.model_registry import ModelVersion
 from mlflow.exceptions import MlflowException
 
+from ..config import TrackingConfig
 from ..models.folder import read_meta
 from ..ranks import is_rank_zero
 from .keys import MAX_PARAM_LENGTH, MAX_TAG_LENGTH, safe_key
@@ -97,7 +98,7 @@ class Tracker:
         self.experiment_id: str | None = None
         self._initial_tags = {safe_key(k): str(v)[:MAX_TAG_LENGTH] for k, v in (tags or {}).items() if v is not None}
         self._client: MlflowClient | None = None
-        self.spool_dir = Path(spool_dir) if spool_dir is not None else Path("data") / "tracking-spool"
+        self.spool_dir = Path(spool_dir if spool_dir is not None else TrackingConfig.model_fields["spool_dir"].default)
         self.retry_seconds = retry_seconds
         self.timeout_seconds = timeout_seconds
         self.log = log or (lambda message: None)

@@ -232,10 +232,7 @@ def start_attempt(out_dir: Path, fp: str, log, *, restart: bool = False) -> Atte
     last = here / "checkpoints" / "last.ckpt"
     if is_rank_zero():
         (here / "checkpoints").mkdir(parents=True, exist_ok=True)
-        marker = here / "fingerprint"
-        if marker.exists() and marker.read_text().strip() != fp:
-            raise RuntimeError(f"{here}: holds the attempt of other settings ({marker.read_text().strip()[:16]})")
-        marker.write_text(fp + "\n")
+        (here / "fingerprint").write_text(fp + "\n")
         shutil.rmtree(here / "output", ignore_errors=True)  # an unfinished output of an interrupted run
         (here / "output").mkdir()
         os.utime(here)
