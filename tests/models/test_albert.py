@@ -42,7 +42,7 @@ def test_pretraining_forward_backward():
     model = AlbertForPreTraining(tiny())
     b = batch()
     out = model(**b, sentence_order_label=torch.tensor([0, 1, 1]))
-    assert out.logits.shape == (3, 12, 97)
+    assert out.logits.shape == (6, 97)  # training: the 2 labelled positions of each of the 3 rows
     assert out.aux["sop_logits"].shape == (3, 2)
     torch.testing.assert_close(out.loss, out.aux["mlm_loss"] + out.aux["sop_loss"])
     out.loss.backward()
@@ -59,7 +59,8 @@ def test_masked_lm_forward_backward():
     model = AlbertForMaskedLM(tiny())
     assert model.albert.pooler is None  # as in the reference: no pooler without a sentence-level head
     out = model(**batch())
-    assert out.logits.shape == (3, 12, 97)
+    assert out.logits.shape == (6, 97)  # training: the 2 labelled positions of each of the 3 rows
+    assert model.eval()(**batch()).logits.shape == (3, 12, 97)
     out.loss.backward()
     assert all(p.grad is not None for p in model.parameters())
 

@@ -53,7 +53,9 @@ def test_forward_backward_every_head(config, head):
     batch = make_batch(config, head)
     out = model(**batch)
     B, L = batch["input_ids"].shape
-    expected = (B, 2) if head is bert.BertForSequenceClassification else (B, L, config.vocab_size)
+    # in training mode the masked-LM heads score only the labelled positions
+    labelled = int((batch.get("labels", torch.zeros(1)) != -100).sum())
+    expected = (B, 2) if head is bert.BertForSequenceClassification else (labelled, config.vocab_size)
     assert out.logits.shape == expected
     assert out.hidden_states.shape == (B, L, config.d_model)
     assert out.loss.ndim == 0 and torch.isfinite(out.loss)

@@ -42,7 +42,6 @@ from .layers import (
     check_transformer_config,
     classification_loss,
     init_normal,
-    lm_loss,
     mean_state,
     preset,
 )
@@ -158,7 +157,8 @@ def mlm_head(config: AlbertConfig) -> MLMHead:
 
 class AlbertForPreTraining(nn.Module):
     """MLM + SOP. ``loss`` = MLM loss + SOP loss (either alone when only its labels are given);
-    ``logits`` are the MLM scores (B, L, V); ``aux`` holds ``sop_logits`` (B, 2) and, with
+    ``logits`` are the MLM scores (B, L, V), in training mode with labels the labelled
+    positions' (N, V); ``aux`` holds ``sop_logits`` (B, 2) and, with
     labels, ``mlm_loss`` / ``sop_loss``."""
 
     def __init__(self, config: AlbertConfig):
@@ -180,11 +180,11 @@ class AlbertForPreTraining(nn.Module):
         special_tokens_mask: torch.Tensor | None = None,  # objective statistics only; unused
     ) -> ModelOutput:
         hidden, pooled = self.albert(input_ids, attention_mask, token_type_ids)
-        logits = self.mlm(hidden, self.albert.embeddings.word.weight)  # (B, L, V)
+        logits, mlm_loss = self.mlm.logits_and_loss(hidden, self.albert.embeddings.word.weight, labels)
         sop_logits = self.sop(self.sop_dropout(pooled))  # (B, 2)
         out = ModelOutput(logits=logits, hidden_states=hidden, aux={"sop_logits": sop_logits})
-        if labels is not None:
-            out.aux["mlm_loss"] = out.loss = lm_loss(logits, labels)
+        if mlm_loss is not None:
+            out.aux["mlm_loss"] = out.loss = mlm_loss
         if sentence_order_label is not None:
             out.aux["sop_loss"] = sop = F.cross_entropy(sop_logits.float(), sentence_order_label.reshape(-1))
             out.loss = sop if out.loss is None else out.loss + sop
@@ -192,7 +192,8 @@ class AlbertForPreTraining(nn.Module):
 
 
 class AlbertForMaskedLM(nn.Module):
-    """MLM alone: ``logits`` (B, L, V), ``loss`` over the positions whose label is not -100."""
+    """MLM alone: ``logits`` (B, L, V) (in training mode with labels the labelled positions'
+    (N, V)), ``loss`` over the positions whose label is not -100."""
 
     def __init__(self, config: AlbertConfig):
         super().__init__()
@@ -210,8 +211,7 @@ class AlbertForMaskedLM(nn.Module):
         special_tokens_mask: torch.Tensor | None = None,  # objective statistics only; unused
     ) -> ModelOutput:
         hidden, _ = self.albert(input_ids, attention_mask, token_type_ids)
-        logits = self.mlm(hidden, self.albert.embeddings.word.weight)  # (B, L, V)
-        loss = lm_loss(logits, labels) if labels is not None else None
+        logits, loss = self.mlm.logits_and_loss(hidden, self.albert.embeddings.word.weight, labels)
         return ModelOutput(logits=logits, loss=loss, hidden_states=hidden)
 
 

@@ -43,7 +43,6 @@ from .layers import (
     check_transformer_config,
     classification_loss,
     init_normal,
-    lm_loss,
     mean_state,
     preset,
 )
@@ -181,7 +180,8 @@ def nsp_loss(nsp_logits: torch.Tensor, next_sentence_label: torch.Tensor) -> tor
 
 
 class BertForPreTraining(nn.Module):
-    """MLM + NSP. ``logits`` are the MLM scores (B, L, V); ``aux["nsp_logits"]`` (B, 2).
+    """MLM + NSP. ``logits`` are the MLM scores (B, L, V), in training mode with labels only the
+    labelled positions' (N, V) (:meth:`MLMHead.logits_and_loss`); ``aux["nsp_logits"]`` (B, 2).
     The loss is the sum of the losses whose labels were given: MLM + NSP on an ``mlm_nsp``
     batch (the reference objective), MLM alone on an ``mlm`` batch (RoBERTa-style, the NSP
     head then stays untrained). ``aux`` also holds ``mlm_loss`` / ``nsp_loss``."""
@@ -202,11 +202,11 @@ class BertForPreTraining(nn.Module):
                 next_sentence_label: torch.Tensor | None = None, special_tokens_mask: torch.Tensor | None = None,
                 **encoder_inputs: torch.Tensor) -> ModelOutput:
         hidden, pooled = self.encoder(input_ids, attention_mask, token_type_ids, **encoder_inputs)
-        logits = self.mlm(hidden, self.encoder.embeddings.word.weight)  # (B, L, V)
+        logits, mlm_loss = self.mlm.logits_and_loss(hidden, self.encoder.embeddings.word.weight, labels)
         nsp_logits = self.nsp(pooled)  # (B, 2)
         losses = {}
-        if labels is not None:
-            losses["mlm_loss"] = lm_loss(logits, labels)
+        if mlm_loss is not None:
+            losses["mlm_loss"] = mlm_loss
         if next_sentence_label is not None:
             losses["nsp_loss"] = nsp_loss(nsp_logits, next_sentence_label)
         loss = sum(losses.values()) if losses else None
@@ -214,7 +214,8 @@ class BertForPreTraining(nn.Module):
 
 
 class BertForMaskedLM(nn.Module):
-    """MLM only (no pooler, no NSP head): ``logits`` (B, L, V)."""
+    """MLM only (no pooler, no NSP head): ``logits`` (B, L, V), in training mode with labels
+    the labelled positions' (N, V)."""
 
     encoder_class = BertModel
 
@@ -229,8 +230,7 @@ class BertForMaskedLM(nn.Module):
                 token_type_ids: torch.Tensor | None = None, labels: torch.Tensor | None = None,
                 special_tokens_mask: torch.Tensor | None = None, **encoder_inputs: torch.Tensor) -> ModelOutput:
         hidden, _ = self.encoder(input_ids, attention_mask, token_type_ids, **encoder_inputs)
-        logits = self.mlm(hidden, self.encoder.embeddings.word.weight)  # (B, L, V)
-        loss = lm_loss(logits, labels) if labels is not None else None
+        logits, loss = self.mlm.logits_and_loss(hidden, self.encoder.embeddings.word.weight, labels)
         return ModelOutput(logits=logits, loss=loss, hidden_states=hidden)
 
 
