@@ -292,6 +292,36 @@ def test_classifier_frozen_and_fine_tuned():
     torch.testing.assert_close(out.loss, torch.nn.functional.mse_loss(out.logits.squeeze(-1), torch.tensor([0.5, -1.0])))
 
 
+def _pooled_inputs(n: int, seed: int) -> torch.Tensor:
+    rng = np.random.default_rng(seed)
+    char_ids = torch.full((n, 8, 50), PAD_CHAR, dtype=torch.long)
+    for i in range(n):
+        length = int(rng.integers(2, 9))
+        char_ids[i, :length] = words_to_chars(random_sentence(rng, length))[0]
+    return char_ids
+
+
+def test_classifier_standardises_the_pooled_features():
+    torch.manual_seed(0)
+    clf = ElmoForSequenceClassification(ElmoConfig.from_name("elmo-tiny", classifier_dropout=0.0), num_labels=3)
+    seen = {}
+    clf.classifier.register_forward_hook(lambda m, inputs, out: seen.update(x=inputs[0].detach()))
+    clf.train()(char_ids=_pooled_inputs(16, 0))
+    # what the linear layer reads: each feature with mean 0 and variance 1 over the batch
+    torch.testing.assert_close(seen["x"].mean(0), torch.zeros(2 * P), atol=1e-5, rtol=0)
+    # (up to BatchNorm's epsilon, which matters for the dimensions that hardly vary)
+    torch.testing.assert_close(seen["x"].var(0, unbiased=False), torch.ones(2 * P), atol=0.05, rtol=0)
+    # a training batch of one uses the running statistics instead of failing
+    assert torch.isfinite(clf(char_ids=_pooled_inputs(1, 1), labels=torch.tensor([2])).loss)
+    # evaluation reads the running statistics: one example's output does not depend on its batch
+    clf.eval()
+    batch = _pooled_inputs(4, 2)
+    torch.testing.assert_close(clf(char_ids=batch).logits[:1], clf(char_ids=batch[:1]).logits)
+    # off: the pooled mean goes straight to the classifier
+    plain = ElmoForSequenceClassification(ElmoConfig.from_name("elmo-tiny", classifier_norm=False), num_labels=3)
+    assert isinstance(plain.norm, torch.nn.Identity) and not list(clf.norm.parameters())
+
+
 def test_bilm_objective_batch_end_to_end():
     rng = np.random.default_rng(8)
     words = ["<pad>", "<unk>", "<S>", "</S>"] + sorted({"".join(rng.choice(list("abcdefgh"), int(rng.integers(1, 9)))) for _ in range(400)})

@@ -82,6 +82,10 @@ class ElmoConfig:
     freeze_bilm: bool = True  # the paper freezes the biLM and learns only the mix and the task model
     mix_layer_norm: bool = False  # per-token layer norm of each layer before mixing
     classifier_dropout: float = 0.5  # on the mixed representation (allennlp's Elmo default)
+    # the pooled features standardised (BatchNorm without affine parameters, as MAE's linear
+    # probe) before the linear classifier: a biLM's mean-pooled states share one large direction
+    # and differ little from text to text, which a linear layer alone learns from too slowly
+    classifier_norm: bool = True
 
     def __post_init__(self) -> None:
         # lists from YAML / JSON -> tuples, so configs compare and hash the same
@@ -395,9 +399,24 @@ class ScalarMix(nn.Module):
         return self.gamma * torch.einsum("k,k...->...", weights, layers)
 
 
+class Standardise(nn.BatchNorm1d):
+    """Features standardised per dimension (BatchNorm without affine parameters); a training
+    batch of one example, which has no spread to measure, uses the running statistics."""
+
+    def __init__(self, width: int):
+        super().__init__(width, affine=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.training and x.size(0) < 2:
+            return F.batch_norm(x, self.running_mean, self.running_var, training=False, eps=self.eps)
+        return super().forward(x)
+
+
 class ElmoForSequenceClassification(nn.Module):
     """ELMo representations (the biLM's layers, scalar-mixed) mean-pooled over the real tokens,
-    then a linear classifier (cross entropy; mean squared error when ``num_labels == 1``).
+    standardised across the batch (``config.classifier_norm``: a BatchNorm without affine
+    parameters, running statistics in evaluation), then a linear classifier (cross entropy;
+    mean squared error when ``num_labels == 1``).
     With ``config.freeze_bilm`` (the paper's recipe) the biLM gets no
     gradient and runs without dropout; only the mix and the classifier learn.
 
@@ -414,7 +433,9 @@ class ElmoForSequenceClassification(nn.Module):
         self.encoder = BiLSTMEncoder(config)
         self.mix = ScalarMix(config.n_lstm_layers + 1, config.mix_layer_norm)
         self.dropout = nn.Dropout(config.classifier_dropout)
-        self.classifier = nn.Linear(2 * config.projection_dim, num_labels)
+        width = 2 * config.projection_dim
+        self.norm = Standardise(width) if config.classifier_norm else nn.Identity()
+        self.classifier = nn.Linear(width, num_labels)
         if config.freeze_bilm:
             self.char_cnn.requires_grad_(False)
             self.encoder.requires_grad_(False)
@@ -436,7 +457,7 @@ class ElmoForSequenceClassification(nn.Module):
         with torch.set_grad_enabled(torch.is_grad_enabled() and not self.config.freeze_bilm):
             states = self.encoder(self.char_cnn(char_ids), mask)
         mixed = self.dropout(self.mix(states))  # (B, L, 2P)
-        pooled = mean_state(mixed, mask)  # mean over real tokens
+        pooled = self.norm(mean_state(mixed, mask))  # mean over real tokens, standardised
         logits = self.classifier(pooled)  # (B, num_labels)
         loss = classification_loss(logits, labels) if labels is not None else None
         return ModelOutput(logits=logits, loss=loss, hidden_states=mixed)
