@@ -51,8 +51,10 @@ def test_forward_backward_every_head(config, head):
     model = head(config)
     batch = make_batch(config, HEADS[head])
     out = model(**batch)
-    rows = batch["input_ids"].size(0) if "classification" in head.__name__.lower() else int((batch["labels"] != -100).sum())
-    assert out.logits.shape[0] == rows  # the masked-LM heads score only the labelled positions in training
+    # in training the masked-LM heads score only the labelled positions
+    classifier = "classification" in head.__name__.lower()
+    rows = batch["input_ids"].size(0) if classifier else int((batch["labels"] != -100).sum())
+    assert out.logits.shape[0] == rows
     assert torch.isfinite(out.loss)
     out.loss.backward()
     for name, p in model.named_parameters():

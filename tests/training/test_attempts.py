@@ -109,7 +109,7 @@ def test_a_cancelled_pipes_launch_stops_within_the_wait_and_leaves_a_resumable_c
     command = [sys.executable, "-m", "dagster_project.launch", "pretrain_gpt", "--params", "params.yaml"]
     params_file = project / "params.yaml"
     p = yaml.safe_load(params_file.read_text())
-    p["train"].update(max_steps=60, checkpoint_every=5)
+    p["train"].update(max_steps=200, checkpoint_every=5)  # enough steps left that SIGINT lands in training
     p["tracking"]["enabled"] = False
     params_file.write_text(yaml.safe_dump(p))
     attempts = project / "models" / "gpt" / ".pretrain.attempts"
@@ -128,4 +128,4 @@ def test_a_cancelled_pipes_launch_stops_within_the_wait_and_leaves_a_resumable_c
     again = subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stderr
     assert "resuming from" in again.stderr
-    assert json.loads((out / "metrics.json").read_text())["steps"] == 60
+    assert json.loads((out / "metrics.json").read_text())["steps"] == 200

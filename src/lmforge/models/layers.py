@@ -239,7 +239,7 @@ class MLMHead(nn.Module):
             return logits, (lm_loss(logits, labels) if labels is not None else None)
         keep = labels != -100
         logits = self(hidden[keep], word_embeddings)  # (N, V)
-        return logits, F.cross_entropy(logits.float(), labels[keep])
+        return logits, lm_loss(logits, labels[keep])
 
 
 # ----------------------------------------------------------------------------- losses, init
