@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 from contextlib import ExitStack
 from pathlib import Path
@@ -39,6 +40,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("stage")
     ap.add_argument("--params", default="params.yaml")
     args = ap.parse_args(argv)
+    # Cancelling the Dagster run sends SIGINT here (forward_termination). A process started with
+    # SIGINT ignored (an ignored disposition is inherited from the parent) would never see it and
+    # train to the end: take Python's own handler back so the cancel interrupts training.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
     from lmforge.config import load_params
     from lmforge.stages import build_stages
