@@ -1,0 +1,40 @@
+"""Model folders of every architecture, randomly initialised (seeded) with the tokenizers of the
+synthetic docstring corpus, as ``lmforge pretrain`` writes them."""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from lmforge.finetuning.features import model_overrides
+from lmforge.models.folder import save_model_dir
+from lmforge.models.registry import build_model
+from lmforge.tokenizer_kinds import ARCHITECTURE_TOKENIZER
+
+from ..finetuning.conftest import corpus  # noqa: F401  (the session fixture)
+
+PRESETS = {"gpt": "gpt-tiny", "bert": "bert-tiny", "albert": "albert-tiny", "ernie": "ernie-tiny-test",
+           "elmo": "elmo-tiny", "transformer_xl": "txl-tiny", "xlnet": "xlnet-tiny", "bart": "bart-tiny",
+           "t5": "t5-tiny", "switch": "switch-tiny"}
+
+
+def tokenizer_of(params, arch: str) -> Path:
+    return Path(params.tokenizer.output) / ARCHITECTURE_TOKENIZER[arch]
+
+
+def write_model(params, arch: str, out: Path, head: str | None = None, num_labels: int | None = None,
+                seed: int = 0, **extra) -> Path:
+    tok = tokenizer_of(params, arch)
+    overrides = {**model_overrides(arch, tok), **extra}
+    torch.manual_seed(seed)
+    model = build_model(PRESETS[arch], head=head, num_labels=num_labels, **overrides)
+    return save_model_dir(model, PRESETS[arch], head, overrides, out, num_labels=num_labels,
+                          extra_files={"tokenizer": tok})
+
+
+@pytest.fixture(scope="session")
+def models(corpus, tmp_path_factory):  # noqa: F811
+    """arch -> the folder of its pretraining model."""
+    params, _ = corpus
+    root = tmp_path_factory.mktemp("models")
+    return {arch: write_model(params, arch, root / arch / "pretrain" / "model") for arch in PRESETS}
