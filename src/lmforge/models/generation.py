@@ -1,4 +1,5 @@
-"""Generation for encoder-decoder models (BART, T5): greedy search and beam search.
+"""Generation for encoder-decoder models (BART, T5): greedy search and beam search, and the
+scoring of given target sequences (``candidate_scores``, rank classification).
 
 A model generates with this module when it has ``encode(input_ids, attention_mask) ->
 (B, S, D)`` and ``decode(decoder_input_ids, encoder_hidden, encoder_attention_mask) ->
@@ -30,6 +31,8 @@ import inspect
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from .layers import shift_right
 
 _DONE = -1.0e9  # transformers' penalty for "cannot be chosen", added to scores (same arithmetic, same ties)
 
@@ -223,3 +226,21 @@ def beam_search(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch
     length = int(best_lengths[:, 0].max())
     return best[:, 0, :length]
 
+
+# ----------------------------------------------------------------------------- scoring
+
+
+def candidate_scores(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                     candidates: dict[int, list[int]]) -> torch.Tensor:
+    """(B, K): the summed log-likelihood of each candidate target (in the order of the sorted
+    class ids) given each input, by an encoder-decoder. The inputs are encoded once; only the
+    decoder runs per candidate."""
+    encoded = model.encode(input_ids, attention_mask)
+    B = input_ids.shape[0]
+    scores = torch.empty(B, len(candidates), device=input_ids.device)
+    for j, (_, target) in enumerate(sorted(candidates.items())):
+        labels = torch.tensor(target, device=input_ids.device).expand(B, -1)
+        decoder_inputs = shift_right(labels, model.config.decoder_start_id, model.config.pad_id)
+        logits = model.decode(decoder_inputs, encoded, attention_mask)
+        scores[:, j] = -F.cross_entropy(logits.float().transpose(1, 2), labels, reduction="none").sum(-1)
+    return scores

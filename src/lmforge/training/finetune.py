@@ -38,14 +38,13 @@ from typing import Any
 import lightning.pytorch as pl
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from .. import layout
 from ..artifacts import atomic_write_json, fingerprint, finished, sha256_file
 from ..config import ConfigError, Params
 from ..finetuning import baselines, features
 from ..finetuning.tasks import load_task
-from ..models.layers import shift_right
+from ..models.generation import candidate_scores
 from ..models.registry import ARCHITECTURES, build_model, preset_config
 from ..objectives.base import IGNORE_INDEX, Vocab
 from ..tokenizer_kinds import ARCHITECTURE_TOKENIZER
@@ -156,22 +155,6 @@ def predict(model: torch.nn.Module, batches, mode: str, candidates: dict[int, li
     finally:
         model.train(was_training)
     return preds, gold
-
-
-def candidate_scores(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                     candidates: dict[int, list[int]]) -> torch.Tensor:
-    """(B, K): the summed log-likelihood of each candidate target (in the order of the sorted
-    class ids) given each input, by an encoder-decoder. The inputs are encoded once; only the
-    decoder runs per candidate."""
-    encoded = model.encode(input_ids, attention_mask)
-    B = input_ids.shape[0]
-    scores = torch.empty(B, len(candidates), device=input_ids.device)
-    for j, (_, target) in enumerate(sorted(candidates.items())):
-        labels = torch.tensor(target, device=input_ids.device).expand(B, -1)
-        decoder_inputs = shift_right(labels, model.config.decoder_start_id, model.config.pad_id)
-        logits = model.decode(decoder_inputs, encoded, attention_mask)
-        scores[:, j] = -F.cross_entropy(logits.float().transpose(1, 2), labels, reduction="none").sum(-1)
-    return scores
 
 
 def _gold_from_targets(labels: torch.Tensor, candidates: dict[int, list[int]]) -> list[int]:
@@ -311,11 +294,15 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
             "task_summary": task.summary(), "seconds": round(time.time() - started, 1), "fingerprint": fp,
             "mlflow_run_id": tracker.run_id,
         }
+        # the task record (labels, input layout) also travels inside the model folder, so that
+        # the folder alone predicts on new text (lmforge predict, the registered MLflow model)
+        (staged / "labels.json").write_text(json.dumps({"labels": task.label_names, "mode": mode, "targets": candidates,
+                                                         "prefix": task.prefix, "pair": task.pair,
+                                                         "max_length": params.finetune.max_length}, indent=2) + "\n",
+                                            encoding="utf-8")
         model_dir = save_model_dir(model.cpu(), preset, head, overrides, staged / "model",
                                    num_labels=num_labels if head == "classification" else None,
-                                   extra_files={"tokenizer": tok_dir})
-        (staged / "labels.json").write_text(json.dumps({"labels": task.label_names, "mode": mode,
-                                                         "targets": candidates}, indent=2) + "\n", encoding="utf-8")
+                                   extra_files={"tokenizer": tok_dir, "task.json": staged / "labels.json"})
         history.write_csv(staged / "history.csv")
         plot_history(history.rows, staged / "loss.png", f"{arch} fine-tuning on {task.name} ({init})")
         tracker.log_metrics({f"{split}/{k}": v for split in ("validation", "test") for k, v in results[split].items()})
