@@ -1,0 +1,86 @@
+"""The commands end to end on a tiny project: pretrain and fine-tune GPT, then ``predict`` gives
+the test accuracy the fine-tuning reported, ``export`` keeps the label names, ``generate`` and
+``embed`` run, and bad input is one line and a non-zero exit."""
+
+import json
+
+import pandas as pd
+import pytest
+import transformers
+from click.testing import CliRunner
+
+from lmforge.cli import main
+
+from ..training.conftest import project, tiny_data  # noqa: F401  (fixtures)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, tiny_data):  # noqa: F811
+    """A project whose GPT is pretrained (4 steps) and fine-tuned on the CSV task (2 steps)."""
+    import shutil
+
+    from ..training.conftest import write_params
+
+    root = tmp_path_factory.mktemp("use")
+    (root / "data").mkdir()
+    for sub in ("clean", "tokenizers", "tokens"):
+        (root / "data" / sub).symlink_to(tiny_data / "data" / sub)
+    shutil.copytree(tiny_data / "pipelines", root / "pipelines")
+    shutil.copytree(tiny_data / "task", root / "task")
+    (root / "corpus.jsonl").symlink_to(tiny_data / "corpus.jsonl")
+    params = str(write_params(root, tracking={"enabled": False}))
+    runner = CliRunner()
+    for command in (["dataset", "clm"], ["pretrain", "gpt"], ["finetune", "gpt", "--task", str(root / "task")]):
+        result = runner.invoke(main, [*command, "--params", params])
+        assert result.exit_code == 0, result.output
+    return root, params
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def test_predict_gives_the_reported_test_accuracy(trained, tmp_path):
+    root, params = trained
+    metrics = json.loads((root / "models" / "gpt" / "task" / "metrics.json").read_text())
+    out = tmp_path / "p.jsonl"
+    result = invoke("predict", "gpt", "--task", root / "task", "--params", params, "--file", root / "task" / "test.csv",
+                    "-o", out)
+    assert result.exit_code == 0, result.output
+    rows = pd.read_json(out, lines=True)
+    gold = pd.read_csv(root / "task" / "test.csv")["label"]
+    assert (rows["label"] == gold).mean() == pytest.approx(metrics["test"]["accuracy"])
+    assert set(rows.columns) >= {"text", "label", "score", "p_no", "p_yes"}
+    line = invoke("predict", root / "models" / "gpt" / "task", "Alpha beta gamma delta.")
+    assert line.exit_code == 0 and line.output.split("\t")[0] in ("no", "yes")
+
+
+def test_export_generate_embed(trained, tmp_path):
+    root, params = trained
+    result = invoke("export", root / "models" / "gpt" / "task", tmp_path / "hf")
+    assert result.exit_code == 0, result.output
+    hf = transformers.AutoModelForSequenceClassification.from_pretrained(str(tmp_path / "hf"))
+    assert set(hf.config.id2label.values()) == {"no", "yes"}
+    result = invoke("generate", "gpt", "The", "--params", params, "--max-new-tokens", 5)
+    assert result.exit_code == 0 and len(result.output) > 1  # what a 4-step model writes (often spaces) and a newline
+    result = invoke("embed", "gpt", "--params", params, "--file", root / "task" / "test.csv", "-o", tmp_path / "e.npy")
+    assert result.exit_code == 0, result.output
+    import numpy as np
+    assert np.load(tmp_path / "e.npy").shape[0] == len(pd.read_csv(root / "task" / "test.csv"))
+
+
+@pytest.mark.parametrize("args, message", [
+    (["generate", "{gpt}", "  "], "the prompt is empty"),
+    (["generate", "{clf}", "The"], "classifier"),
+    (["fill-mask", "{gpt}", "The [MASK]."], "does not fill blanks"),
+    (["generate", "{missing}", "The"], "no trained model"),
+    (["predict", "{gpt}", "The"], "pretrained model, not a fine-tuned one"),
+])
+def test_bad_input_is_one_line(trained, tmp_path, args, message):
+    root, _ = trained
+    paths = {"gpt": root / "models" / "gpt" / "pretrain", "clf": root / "models" / "gpt" / "task",
+             "missing": tmp_path / "nothing"}
+    result = invoke(*[a.format(**paths) for a in args])
+    assert result.exit_code != 0
+    assert result.output.strip().startswith("error:") and message in result.output
+    assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output
