@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from lmforge.cli import main
 
-from ..training.conftest import project, tiny_data  # noqa: F401  (fixtures)
+from ..training.conftest import tiny_data  # noqa: F401  (the fixture)
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ import torch
 
 from ..models.folder import load_model_dir
 
-__all__ = ["LmforgePyfunc", "pip_requirements"]
+__all__ = ["LmforgePyfunc", "pip_requirements", "text_signature"]
 
 
 def pip_requirements() -> list[str]:
@@ -56,14 +56,23 @@ class LmforgePyfunc(mlflow.pyfunc.PythonModel):
     one length. It returns the main head's logits as a float32 numpy array, e.g. (batch, length,
     vocab) for a language model or (batch, num_labels) for a classifier (the hidden states for a
     model without logits). Example: ``predict(None, {"input_ids": [[5, 8, 13], [2, 3, 4]]})``.
+
+    A fine-tuned model (its folder holds ``task.json``) also takes texts: a DataFrame with a
+    ``text`` column (and ``text_pair`` for a pair task) gives a DataFrame of ``label``, ``score``
+    (its probability) and ``p_<label>`` per label, as ``lmforge predict`` does; such a model is
+    logged with that signature and an input example (``text_signature``).
     """
 
     def load_context(self, context) -> None:
-        self.model = load_model_dir(context.artifacts["model"])
+        self.directory = context.artifacts["model"]
+        self.model = load_model_dir(self.directory)
+        self._loaded = None
 
     # The pd.DataFrame hint is one MLflow infers no schema from: no input validation or conversion,
     # no signature inference at logging, and no warning about a missing hint. Dicts work too.
     def predict(self, context, model_input: pd.DataFrame, params: dict[str, Any] | None = None):
+        if hasattr(model_input, "columns") and "text" in model_input.columns:
+            return self._predict_texts(model_input)
         if hasattr(model_input, "columns"):  # pandas DataFrame
             columns = {str(c): model_input[c] for c in model_input.columns}
         elif isinstance(model_input, Mapping):
@@ -77,3 +86,33 @@ class LmforgePyfunc(mlflow.pyfunc.PythonModel):
         if logits is None:
             logits = output.hidden_states
         return logits.float().cpu().numpy()
+
+    def _predict_texts(self, frame: pd.DataFrame) -> pd.DataFrame:
+        from ..inference.loading import load
+        from ..inference.predict import predict
+
+        if self._loaded is None:
+            self._loaded = load(self.directory)
+        pairs = frame["text_pair"].tolist() if "text_pair" in frame.columns else None
+        results = predict(self._loaded, [str(t) for t in frame["text"]], pairs)
+        return pd.DataFrame([{"label": r.label, "score": r.score, **{f"p_{k}": v for k, v in r.scores.items()}}
+                             for r in results])
+
+
+def text_signature(model_dir) -> tuple[Any, pd.DataFrame] | tuple[None, None]:
+    """(signature, input example) of a fine-tuned model folder (one with ``task.json``): texts in,
+    labels and scores out; (None, None) for any other model."""
+    import json
+    from pathlib import Path
+
+    from mlflow.models import ModelSignature
+    from mlflow.types import ColSpec, Schema
+
+    task_file = Path(model_dir) / "task.json"
+    if not task_file.is_file():
+        return None, None
+    task = json.loads(task_file.read_text(encoding="utf-8"))
+    inputs = [ColSpec("string", "text")] + ([ColSpec("string", "text_pair")] if task.get("pair") else [])
+    outputs = [ColSpec("string", "label"), ColSpec("double", "score")] + [ColSpec("double", f"p_{k}") for k in task["labels"]]
+    example = pd.DataFrame({"text": ["An example text."], **({"text_pair": ["Its pair."]} if task.get("pair") else {})})
+    return ModelSignature(inputs=Schema(inputs), outputs=Schema(outputs)), example

@@ -25,7 +25,7 @@ from ..config import TrackingConfig
 from ..models.folder import read_meta
 from ..ranks import is_rank_zero
 from .keys import MAX_PARAM_LENGTH, MAX_TAG_LENGTH, safe_key
-from .pyfunc import LmforgePyfunc, pip_requirements
+from .pyfunc import LmforgePyfunc, pip_requirements, text_signature
 from .registry import register_candidate
 from .spool import Spool, pending
 from .store import (TrackingUnavailable, artifact_location, check_reachable, ensure_tracking_store,
@@ -335,9 +335,9 @@ class Tracker:
         ``candidate`` (``registry.register_candidate``).
 
         Fast by construction: explicit pip requirements (no import scanning), no signature or input
-        example (no inference). The MLflow 3 ``LoggedModel`` is created here, in this run's
-        experiment and linked to this run, so no fluent active run is needed; the version is
-        registered with this run's id. Returns the ``ModelVersion`` (None when not registered,
+        example inferred (a fine-tuned model's are given: ``pyfunc.text_signature``). The MLflow 3
+        ``LoggedModel`` is created here, in this run's experiment and linked to this run, so no
+        fluent active run is needed; the version is registered with this run's id. Returns the ``ModelVersion`` (None when not registered,
         disabled, or spooled while the server is away: it is registered when the spool is sent)."""
         if self._run() is None:
             return None
@@ -353,10 +353,12 @@ class Tracker:
         )
         client.log_outputs(run_id, [LoggedModelOutput(logged.model_id, step=0)])
         # pyfunc.log_model has no URI argument: it writes through the global URI
+        signature, example = text_signature(model_dir)  # a fine-tuned model takes texts
         with global_tracking_uri(self.uri), quiet_mlflow():
             mlflow.pyfunc.log_model(
                 name=name, python_model=LmforgePyfunc(), artifacts={"model": str(model_dir)},
                 pip_requirements=pip_requirements(), model_id=logged.model_id,
+                signature=signature, input_example=example,
                 metadata={"lmforge": {k: meta.get(k) for k in ("preset", "head", "num_labels", "lmforge_version")}},
             )
         if registered_name is None:
