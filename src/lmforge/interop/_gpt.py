@@ -42,6 +42,9 @@ _ACT_FROM_OPENAI = {"gelu": "gelu_tanh", "relu": "relu"}
 
 def _hf_kwargs(config: GPTConfig, num_labels: int, token_ids: dict) -> dict:
     """What ``GPT2Config`` and ``OpenAIGPTConfig`` name alike."""
+    if config.local_attention_window is not None:
+        raise ConfigError("transformers' GPT-2 and OpenAI GPT attend densely in every layer: a model with "
+                          "local_attention_window (GPT-3's banded layers) has no counterpart there")
     return dict(
         vocab_size=config.vocab_size,
         n_positions=config.n_positions,

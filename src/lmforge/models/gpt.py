@@ -72,11 +72,23 @@ class GPTConfig:
     init_std: float = 0.02
     scaled_residual_init: bool = True  # GPT-2: residual projections drawn with init_std / sqrt(2 n_layers)
     classifier_pooling: str = "default"  # sequence classifier input: "default" = the last real token, "mean" = token mean
+    # GPT-3 (Brown et al. 2020, section 2.1): "alternating dense and locally banded sparse attention
+    # patterns in the layers of the transformer, similar to the Sparse Transformer". None: every layer
+    # dense (GPT-1, GPT-2); w: the odd layers (the 2nd, 4th, ...) see only the w latest positions
+    # (the query's own included), the even ones everything before them
+    local_attention_window: int | None = None
 
     def validate(self) -> None:
         check_transformer_config(self, ("vocab_size", "n_positions", "d_model", "n_layers", "n_heads", "d_ff"),
                                  ("dropout", "attn_dropout", "embd_dropout"))
         check_pooling(self.classifier_pooling)
+        w = self.local_attention_window
+        if w is not None and (isinstance(w, bool) or not isinstance(w, int) or w < 1):
+            raise ConfigError(f"GPT.local_attention_window must be a positive integer or None, got {w!r}")
+
+    def banded(self, layer: int) -> bool:
+        """Whether ``layer`` (0-based) attends within the local band."""
+        return self.local_attention_window is not None and layer % 2 == 1
 
     @classmethod
     def from_name(cls, name: str, **overrides) -> "GPTConfig":
@@ -127,9 +139,20 @@ class GPTModel(nn.Module):
             bias, causal_only = None, True  # no padding: SDPA builds the causal mask itself
         else:  # padding and causality in one additive mask (B, 1, L, L)
             bias, causal_only = attention_bias(attention_mask, L, L, True, x.dtype, x.device), False
-        for block in self.blocks:
-            x = block(x, bias, causal_only)
+        band = None
+        if self.config.local_attention_window is not None:  # the banded layers' mask: causal, padding, band
+            band = band_bias(L, self.config.local_attention_window, x.dtype, x.device)
+            band = band if bias is None else (bias + band).clamp(min=torch.finfo(x.dtype).min)
+        for i, block in enumerate(self.blocks):
+            x = block(x, band, False) if self.config.banded(i) else block(x, bias, causal_only)
         return self.ln_f(x)
+
+
+def band_bias(length: int, window: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """(1, 1, L, L) additive mask: query i sees keys j with 0 <= i - j < ``window``."""
+    distance = torch.arange(length, device=device)[:, None] - torch.arange(length, device=device)[None, :]
+    allowed = (distance >= 0) & (distance < window)
+    return torch.zeros(1, 1, length, length, dtype=dtype, device=device).masked_fill(~allowed, torch.finfo(dtype).min)
 
 
 class _GPTPreTrained(nn.Module):
