@@ -39,6 +39,17 @@ def test_every_architecture_pretrains_finetunes_and_is_evaluated(project, monkey
             assert ev["promotion"][name]["champion"] is True
     for name in ("leaderboard.csv", "leaderboard.md", "metrics.json", "loss_curves.png", "bits_per_byte.png", "downstream.png"):
         assert (project / "data" / "report" / name).stat().st_size > 0
+    # what the pretrained models write, beside the numbers (ELMo writes nothing)
+    board = (project / "data" / "report" / "leaderboard.md").read_text()
+    assert "## What the pretrained models write" in board
+    for arch in ARCHITECTURE_NAMES:
+        ev = json.loads((project / "data" / "report" / "evaluation" / f"{arch}.json").read_text())
+        assert (len(ev["samples"]) == 3) == (arch != "elmo")
+        assert (f"| {arch} | " in board.split("## What the pretrained models write")[1]) == (arch != "elmo")
+        artifacts = [a.path for a in client.list_artifacts(client.search_runs(
+            [client.get_experiment_by_name("lmforge").experiment_id],
+            f"tags.stage = 'evaluate' and tags.architecture = '{arch}'")[0].info.run_id)]
+        assert (f"samples_{arch}.json" in artifacts) == (arch != "elmo")
     # evaluating the same models again does not move the champion (no improvement)
     res = runner.invoke(main, ["evaluate", "gpt", "--params", "params.yaml"])
     assert res.exit_code == 0, res.output

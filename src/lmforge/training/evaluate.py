@@ -3,7 +3,8 @@
 architecture and apply the promotion gate: a registered model's ``champion`` alias moves to a new
 version only when it beats the champion on the recipe's metric (fine-tuned: the test split's
 ``tracking.promotion_metric``, higher is better; pretrained: validation loss, lower is better).
-The numbers themselves are measured at the end of pretraining and of fine-tuning."""
+The numbers themselves are measured at the end of pretraining and of fine-tuning; the samples
+(what the pretrained model writes for fixed prompts, ``inference.samples``) are made here."""
 
 from __future__ import annotations
 
@@ -46,6 +47,14 @@ def gather(params: Params, arch: str) -> dict[str, Any]:
     return out
 
 
+def pretrained_samples(params: Params, arch: str) -> list[dict[str, str]]:
+    """What the pretrained model of ``arch`` writes for the fixed prompts (``inference.samples``)."""
+    from ..inference.loading import load
+    from ..inference.samples import samples
+
+    return samples(load(layout.pretrained_model_dir(params, arch)))
+
+
 def transfer_gain(finetuned: dict[str, Any]) -> float | None:
     """Test accuracy of the pretrained model minus its from-scratch control's, when both exist."""
     ours = (finetuned.get("test") or {}).get("accuracy")
@@ -65,6 +74,7 @@ def run_evaluate(params: Params, archs: list[str] | None = None, *, log: Callabl
     results = {}
     for arch in archs or params.train.architectures:
         ev = gather(params, arch)
+        ev["samples"] = pretrained_samples(params, arch)
         ev["promotion"] = {}
         with factory(run_name=f"evaluate-{arch}", tags={"stage": "evaluate", "architecture": arch,
                                                          **tracking.run_tags(commit=tracking.git_commit("."), inputs={},
@@ -93,6 +103,8 @@ def run_evaluate(params: Params, archs: list[str] | None = None, *, log: Callabl
                     log(f"evaluate {arch}: {reg['name']} v{reg['version']} {metric}={value:.4f} -> "
                         + ("champion" if promoted else "champion unchanged (not better)"))
             tracker.log_dict(ev, f"evaluation_{arch}.json")
+            if ev["samples"]:
+                tracker.log_dict(ev["samples"], f"samples_{arch}.json")
         atomic_write_json(out_dir / f"{arch}.json", ev)
         results[arch] = ev
     return results

@@ -61,6 +61,15 @@ def _safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name) or "_"
 
 
+def _samples_section(evaluations: list[dict]) -> str:
+    """The pretrained models' samples (the evaluate stage's), as a Markdown section."""
+    from ...inference.samples import samples_markdown
+
+    table = samples_markdown({str(e.get("architecture")): e.get("samples") or [] for e in evaluations})
+    return f"\n## What the pretrained models write\n\nGreedy, from fixed prompts (`lmforge.inference.samples`).\n\n{table}" \
+        if table else ""
+
+
 def write_report(evaluations: list[dict], output_dir: str | os.PathLike, task: str | None = None,
                  root: str | os.PathLike = ".") -> dict[str, Any]:
     """Write the leaderboard (CSV, Markdown), metrics.json, the plots and ``plots/loss_<arch>.csv``
@@ -76,7 +85,8 @@ def write_report(evaluations: list[dict], output_dir: str | os.PathLike, task: s
 
     files = [
         atomic_write_bytes(output_dir / "leaderboard.csv", df.to_csv(index=False).encode("utf-8")),
-        atomic_write_bytes(output_dir / "leaderboard.md", leaderboard_markdown(df).encode("utf-8")),
+        atomic_write_bytes(output_dir / "leaderboard.md", (leaderboard_markdown(df) + _samples_section(evaluations))
+                           .encode("utf-8")),
         atomic_write_bytes(output_dir / "metrics.json",
                       (json.dumps(leaderboard_metrics(df), indent=2, ensure_ascii=False) + "\n").encode("utf-8")),
         atomic_write_bytes(output_dir / "loss_curves.png", charts.loss_curves(names, histories)),

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ...config import Params
 from ...training.evaluate import transfer_gain
-from ..kind import CheckOutcome, CheckSpec, StageKind, numbers, read_record, read_json_or_empty
+from ..kind import CheckOutcome, CheckSpec, Markdown, StageKind, numbers, read_record, read_json_or_empty
 
 
 def run(params: Params, stage, log) -> dict:
@@ -54,12 +54,16 @@ def metadata(stage, params: Params, out: Path) -> dict:
     for name, p in (ev.get("promotion") or {}).items():
         meta[f"registry/{name}"] = f"v{p['version']} {p['metric']}={p['value']:.4f} " + (
             "-> champion" if p["champion"] else "(champion unchanged)")
+    if ev.get("samples"):
+        from ...inference.samples import samples_markdown
+
+        meta["samples"] = Markdown(samples_markdown({stage.key["arch"]: ev["samples"]}))
     return meta
 
 
 KIND = StageKind(
     name="evaluate", group="evaluation",
-    code=("src/lmforge/training/evaluate.py",),
+    code=("src/lmforge/training/evaluate.py", "src/lmforge/inference/samples.py"),
     tools=frozenset({"mlflow", "json"}),
     run=run, check=check, metadata=metadata,
     checks=(
