@@ -272,6 +272,11 @@ def build_stages(params: Params | None = None, root: str | os.PathLike = ".", pa
                 task_upstream.append("clean")
             elif not task.startswith("hf:"):
                 task_deps.append(rel(task))
+            augmenter = recipe.finetune.augment.model if recipe.finetune.augment else None
+            if augmenter is not None:  # the masked LM that makes augmented examples is an input of both arms
+                task_deps.append(rel(layout.pretrain_dir(params, augmenter)))
+                if augmenter in params.train.architectures:
+                    task_upstream.append(f"pretrain_{augmenter}")
             finetune_params = ("train.size", "train.seed", "train.finetune_max_steps", "train.log_every",
                                "finetune.max_length", "finetune.max_train_examples", "split")
             name = f"finetune_{arch}_{_slug(layout.task_slug(task))}"
@@ -281,8 +286,9 @@ def build_stages(params: Params | None = None, root: str | os.PathLike = ".", pa
                 name=name, kind="finetune",
                 description=f"Fine-tune the pretrained {arch} on {task} ({recipe.finetune.mode}); model, history.csv, "
                             "metrics.json with test accuracy / macro-F1 and the majority and bag-of-words baselines.",
-                command=("finetune", arch, "--task", task), upstream=(f"pretrain_{arch}", *task_upstream),
-                deps=(pre_out, tokenizer_out, *task_deps, recipe_file), params=finetune_params,
+                command=("finetune", arch, "--task", task),
+                upstream=tuple(dict.fromkeys((f"pretrain_{arch}", *task_upstream))),
+                deps=tuple(dict.fromkeys((pre_out, tokenizer_out, *task_deps, recipe_file))), params=finetune_params,
                 outputs=(Output(out),), key={"arch": arch, "task": task, "init": "pretrained"},
             ))
             if params.finetune.scratch_control:

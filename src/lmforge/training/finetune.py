@@ -203,8 +203,15 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
     else:
         source = sha256_file(pretrained_weights)
     task = load_task(task_spec, params, seed=params.train.seed, max_train=params.finetune.max_train_examples)
+    augmenter = None
+    if ft.augment is not None:  # the masked LM that makes the new examples is an input too
+        augmenter = layout.pretrained_model_dir(params, ft.augment.model)
+        if not (augmenter / "model.safetensors").exists():
+            raise ConfigError(f"{arch}: augmentation needs the pretrained {ft.augment.model} in {augmenter}; "
+                              f"run `lmforge pretrain {ft.augment.model}` first")
     fp = fingerprint("finetune", init, task_spec, task.summary(), ft.model_dump(mode="json"),
-                     size.finetune.model_dump(mode="json"), params.finetune.max_length, params.train.seed, source)
+                     size.finetune.model_dump(mode="json"), params.finetune.max_length, params.train.seed, source,
+                     *([sha256_file(augmenter / "model.safetensors")] if augmenter else []))
     prev = finished(out_dir / "metrics.json", fp)
     if prev is not None:
         log(f"finetune {arch} on {task.name} ({init}): up to date")
@@ -215,6 +222,13 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
         torch.set_num_threads(params.train.threads)
     pl.seed_everything(params.train.seed, workers=True, verbose=False)
     label_ids = {name: i for i, name in enumerate(task.label_names)}
+    if augmenter is not None:
+        from ..inference.augment import augment
+        from ..inference.loading import load
+
+        made = augment(task.splits["train"], load(augmenter), ft.augment.copies, ft.augment.rate, seed=params.train.seed)
+        log(f"finetune {arch} on {task.name}: {len(made)} augmented training examples from {ft.augment.model}'s masked LM")
+        task.splits["train"] = [*task.splits["train"], *made]
     encoded = {split: features.encode_split(task, split, arch, tok_dir, params.finetune.max_length, label_ids, mode=mode)
                for split in ("train", "validation", "test")}
     optim = resolve_finetune_budget(size.finetune, len(encoded["train"]), world_size())

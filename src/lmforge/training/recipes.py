@@ -84,6 +84,15 @@ class SizeRecipe(StrictModel):
     finetune: FinetuneOptimConfig
 
 
+class AugmentRecipe(StrictModel):
+    """Contextual data augmentation of the training split (``inference.augment``)."""
+
+    copies: int = Field(1, ge=1, description="new examples made from each training example")
+    rate: float = Field(0.15, gt=0, le=1, description="fraction of each example's words replaced")
+    model: Literal["bert", "albert", "ernie"] = Field(
+        "bert", description="the architecture whose pretrained masked LM (under train.output) predicts the replacements")
+
+
 class FinetuneRecipe(StrictModel):
     """How an architecture is fine-tuned; the model selection and the options off by default."""
 
@@ -102,6 +111,9 @@ class FinetuneRecipe(StrictModel):
                                       "the head at the base rate, each lower layer x this, the embeddings lowest")
     freeze: list[Literal["embeddings", "layers"]] = Field(
         default_factory=list, description="parameter groups kept fixed: embeddings (below the first layer), layers")
+    augment: AugmentRecipe | None = Field(
+        None, description="contextual augmentation: words of the training examples replaced by a masked LM's "
+                          "predictions, label kept (Kobayashi 2018); null: off")
 
     @model_validator(mode="after")
     def _options_fit_mode(self) -> FinetuneRecipe:
