@@ -247,3 +247,14 @@ def test_lmforge_dvc_names_the_keys_a_short_params_yaml_leaves_out(tmp_path, mon
         assert res.exit_code == 2, res.output
         assert "does not spell out" in res.output and "tokenizer.bpe" in res.output and "train.seed" in res.output
     assert not (tmp_path / "dvc.yaml").exists()
+
+
+def test_augmentation_makes_the_masked_lm_an_input_of_both_fine_tuning_arms(graph_root):
+    params = graph_project(graph_root, train={"architectures": ["gpt", "bert"]})
+    path = graph_root / "pipelines" / "gpt.yaml"
+    recipe = yaml.safe_load(path.read_text(encoding="utf-8"))
+    recipe["finetune"]["augment"] = {"copies": 1, "model": "bert"}
+    path.write_text(yaml.safe_dump(recipe), encoding="utf-8")
+    graph = build_stages(params, root=graph_root)
+    for name in ("finetune_gpt_task", "finetune_scratch_gpt_task"):
+        assert "pretrain_bert" in graph[name].upstream and "models/bert/pretrain" in graph[name].deps
