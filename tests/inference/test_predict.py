@@ -73,3 +73,5 @@ def test_errors(models, corpus, tmp_path):
     loaded = load(fine_tuned(params, "bert", tmp_path, "classification"))
     with pytest.raises(InferenceError, match="empty"):
         predict(loaded, ["fine", ""])
+    with pytest.raises(InferenceError, match="single texts"):
+        predict(loaded, ["fine"], ["a pair"])

@@ -49,6 +49,8 @@ def predict(loaded: LoadedModel, texts: Sequence[str], pairs: Sequence[str | Non
         raise InferenceError("empty text: every row needs a text")
     if task.get("pair") and any(p is None for p in pairs):
         raise InferenceError("this model was fine-tuned on text pairs: give each text its pair (the text_pair column)")
+    if not task.get("pair") and any(p is not None for p in pairs):
+        raise InferenceError("this model was fine-tuned on single texts: give no pair")
     labels = task["labels"]
     try:
         rows = encode_examples([Example(str(t), p, "") for t, p in zip(texts, pairs)], loaded.arch,
