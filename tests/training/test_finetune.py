@@ -424,3 +424,31 @@ def test_candidate_scores_encode_once_and_equal_the_full_forward(preset):
     assert scores.shape == (3, 3)
     torch.testing.assert_close(scores, expected)
     assert len({tuple(row) for row in scores.tolist()}) == 3  # the inputs are told apart
+
+
+def test_augmentation_adds_examples_to_training_only(project):
+    """``finetune.augment``: the masked LM's copies join the training examples (the budget counts
+    them), while the task summary and the baselines stay the task's own; without the masked LM's
+    pretrained model it is one clear error."""
+    from lmforge.config import ConfigError
+    from lmforge.finetuning import baselines
+    from lmforge.finetuning.tasks import load_task
+    from lmforge.training import finetune
+    from lmforge.training.pretrain import run_pretrain
+
+    path = project / "pipelines" / "bert.yaml"
+    recipe = yaml.safe_load(path.read_text(encoding="utf-8"))
+    recipe["finetune"]["augment"] = {"copies": 1, "rate": 0.2, "model": "bert"}
+    path.write_text(yaml.safe_dump(recipe), encoding="utf-8")
+    params = load_params(write_params(project))
+    task = str(project / "task")
+    with pytest.raises(ConfigError, match="augmentation needs the pretrained bert"):
+        finetune.run_finetune(params, "bert", task, from_scratch=True, log=lambda m: None, tracker_factory=FakeTracker)
+    run_pretrain(params, "bert", log=lambda m: None, tracker_factory=FakeTracker)
+    logs: list[str] = []
+    metrics = finetune.run_finetune(params, "bert", task, log=logs.append, tracker_factory=FakeTracker)
+    assert any("40 augmented training examples" in line for line in logs)
+    assert metrics["budget"]["train_examples"] == 80
+    assert metrics["task_summary"]["splits"]["train"]["examples"] == 40
+    own = load_task(task, params, seed=params.train.seed, max_train=params.finetune.max_train_examples)
+    assert metrics["baselines"]["bag_of_words"] == baselines.bag_of_words_baseline(own, seed=params.train.seed)

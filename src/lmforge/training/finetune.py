@@ -222,14 +222,16 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
         torch.set_num_threads(params.train.threads)
     pl.seed_everything(params.train.seed, workers=True, verbose=False)
     label_ids = {name: i for i, name in enumerate(task.label_names)}
+    trained_on = task  # the task the model trains on; the baselines and the summary keep the task's own examples
     if augmenter is not None:
         from ..inference.augment import augment
         from ..inference.loading import load
 
         made = augment(task.splits["train"], load(augmenter), ft.augment.copies, ft.augment.rate, seed=params.train.seed)
         log(f"finetune {arch} on {task.name}: {len(made)} augmented training examples from {ft.augment.model}'s masked LM")
-        task.splits["train"] = [*task.splits["train"], *made]
-    encoded = {split: features.encode_split(task, split, arch, tok_dir, params.finetune.max_length, label_ids, mode=mode)
+        trained_on = dataclasses.replace(task, splits={**task.splits, "train": [*task.splits["train"], *made]})
+    encoded = {split: features.encode_split(trained_on, split, arch, tok_dir, params.finetune.max_length, label_ids,
+                                            mode=mode)
                for split in ("train", "validation", "test")}
     optim = resolve_finetune_budget(size.finetune, len(encoded["train"]), world_size())
     pad = features.pad_id(arch, tok_dir)
