@@ -132,3 +132,9 @@ def test_export_errors(models, tmp_path):
     (tmp_path / "full" / "f").write_text("x")
     with pytest.raises(InferenceError, match="not empty"):
         export_model(load(models["gpt"]), tmp_path / "full")
+
+
+def test_a_text_longer_than_the_position_table_is_one_clear_error(models):
+    long = "word " * 600 + "[MASK]."
+    with pytest.raises(InferenceError, match=r"longer than the \d+ positions bert has"):
+        fill_mask(load(models["bert"]), long)

@@ -65,6 +65,7 @@ def _encode(loaded: LoadedModel, texts: Sequence[str], max_length: int) -> list[
         ids, start = _layout(loaded, encoding.ids)
         if len(ids) > max_length:
             raise InferenceError(f"a text of {len(ids)} tokens is longer than max_length {max_length}")
+        loaded.check_length(ids)
         out.append({"input_ids": ids, "start": start, "words": list(encoding.word_ids)})
     return out
 

@@ -44,6 +44,7 @@ def _masked_lm(loaded: LoadedModel, text: str, top_k: int) -> Filled:
     mask_text = _token_text(loaded, "mask")
     text = GENERIC_MASKS.sub(mask_text, text)
     ids = [v.cls, *loaded.tokenizer.encode([text])[0], v.sep]
+    loaded.check_length(ids)
     positions = [i for i, t in enumerate(ids) if t == v.mask]
     if not positions:
         raise InferenceError(f"no mask in the text: mark each blank with {mask_text} (or [MASK])")
@@ -101,6 +102,7 @@ def _bart(loaded: LoadedModel, text: str, settings: Settings) -> Filled:
     mask_text = _token_text(loaded, "mask")
     text = GENERIC_MASKS.sub(mask_text, text)
     ids = [loaded.vocab.bos, *loaded.tokenizer.encode([text])[0], loaded.vocab.eos]
+    loaded.check_length(ids)
     if loaded.vocab.mask not in ids:
         raise InferenceError(f"no mask in the text: mark each blank with {mask_text}")
     return Filled(loaded.decode(generate_ids(loaded, ids, settings)))

@@ -76,11 +76,12 @@ def prompt_ids(loaded: LoadedModel, text: str) -> list[int]:
         return row["input_ids"].tolist()
     ids = loaded.tokenizer.encode([text])[0]
     if arch in ("gpt", "transformer_xl"):
-        return [v.eos, *ids]
+        return [v.eos, *ids]  # GPT reads its last n_positions tokens
     if arch == "bart":
-        return [v.bos, *ids, v.eos]
-    if arch in ("t5", "switch"):
-        return [*ids, v.eos]
+        ids = [v.bos, *ids, v.eos]
+        loaded.check_length(ids)
+    elif arch in ("t5", "switch"):
+        ids = [*ids, v.eos]
     return ids
 
 

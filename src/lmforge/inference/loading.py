@@ -43,6 +43,17 @@ class LoadedModel:
     def vocab(self):
         return self.tokenizer.vocab
 
+    @property
+    def max_positions(self) -> int | None:
+        """The longest input the model's position table holds (None: relative positions, no limit)."""
+        config = self.model.config
+        return getattr(config, "max_positions", None) or getattr(config, "n_positions", None)
+
+    def check_length(self, ids: list[int]) -> None:
+        limit = self.max_positions
+        if limit is not None and len(ids) > limit:
+            raise InferenceError(f"a text of {len(ids)} tokens is longer than the {limit} positions {self.arch} has")
+
     def decode(self, ids, skip_special_tokens: bool = True) -> str:
         return self.tokenizer.tokenizer.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens)
 
