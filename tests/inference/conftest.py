@@ -32,6 +32,17 @@ def write_model(params, arch: str, out: Path, head: str | None = None, num_label
                           extra_files={"tokenizer": tok})
 
 
+def redraw_weights(loaded, std: float, seed: int):
+    """The loaded model's matrices drawn again from N(0, std), larger than at initialisation, so
+    that its distributions are far from flat and comparisons do not ride on near-ties."""
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        for p in loaded.model.parameters():
+            if p.dim() == 2:
+                p.normal_(0.0, std)
+    return loaded
+
+
 @pytest.fixture(scope="session")
 def models(corpus, tmp_path_factory):  # noqa: F811
     """arch -> the folder of its pretraining model."""

@@ -17,18 +17,10 @@ from ..training.conftest import tiny_data  # noqa: F401  (the fixture)
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory, tiny_data):  # noqa: F811
     """A project whose GPT is pretrained (4 steps) and fine-tuned on the CSV task (2 steps)."""
-    import shutil
-
-    from ..training.conftest import write_params
+    from ..training.conftest import share_tiny_data
 
     root = tmp_path_factory.mktemp("use")
-    (root / "data").mkdir()
-    for sub in ("clean", "tokenizers", "tokens"):
-        (root / "data" / sub).symlink_to(tiny_data / "data" / sub)
-    shutil.copytree(tiny_data / "pipelines", root / "pipelines")
-    shutil.copytree(tiny_data / "task", root / "task")
-    (root / "corpus.jsonl").symlink_to(tiny_data / "corpus.jsonl")
-    params = str(write_params(root, tracking={"enabled": False}))
+    params = str(share_tiny_data(tiny_data, root, tracking={"enabled": False}))
     runner = CliRunner()
     for command in (["dataset", "clm"], ["pretrain", "gpt"], ["finetune", "gpt", "--task", str(root / "task")]):
         result = runner.invoke(main, [*command, "--params", params])

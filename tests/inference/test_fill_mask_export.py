@@ -12,7 +12,7 @@ from lmforge.inference.export import export_model
 from lmforge.inference.fill_mask import fill_mask
 from lmforge.inference.loading import InferenceError, load
 
-from .conftest import write_model
+from .conftest import redraw_weights, write_model
 
 AUTO = {"gpt": transformers.AutoModelForCausalLM, "xlnet": transformers.AutoModelForCausalLM,
         "bert": transformers.AutoModelForPreTraining, "ernie": transformers.AutoModelForPreTraining,
@@ -21,18 +21,9 @@ AUTO = {"gpt": transformers.AutoModelForCausalLM, "xlnet": transformers.AutoMode
 TEXT = "Return the value of the parser."
 
 
-def spread(loaded, std=0.2):
-    torch.manual_seed(2)
-    with torch.no_grad():
-        for p in loaded.model.parameters():
-            if p.dim() == 2:
-                p.normal_(0.0, std)
-    return loaded
-
-
 @pytest.mark.parametrize("arch", ["bert", "albert", "ernie"])
 def test_fill_mask_matches_the_transformers_pipeline(models, arch, tmp_path):
-    loaded = spread(load(models[arch]))
+    loaded = redraw_weights(load(models[arch]), 0.2, seed=2)
     out = export_model(loaded, tmp_path / "hf")
     pipe = transformers.pipeline("fill-mask", model=str(out), tokenizer=str(out))
     text = f"Return the {pipe.tokenizer.mask_token} of the parser and the {pipe.tokenizer.mask_token}."
@@ -47,7 +38,7 @@ def test_fill_mask_matches_the_transformers_pipeline(models, arch, tmp_path):
 
 @pytest.mark.parametrize("arch", ["t5", "switch"])
 def test_sentinel_blanks_get_the_spans_the_model_writes(models, arch):
-    loaded = spread(load(models[arch]))
+    loaded = redraw_weights(load(models[arch]), 0.2, seed=2)
     filled = fill_mask(loaded, "Return the <mask> of the parser and <mask>.")
     assert len(filled.blanks) == 2
     sentinels = loaded.vocab.sentinels
@@ -65,7 +56,7 @@ def test_sentinel_blanks_get_the_spans_the_model_writes(models, arch):
 
 
 def test_bart_rewrites_the_text(models):
-    loaded = spread(load(models["bart"]))
+    loaded = redraw_weights(load(models["bart"]), 0.2, seed=2)
     assert isinstance(fill_mask(loaded, "Return the <mask> of the parser.").sequence, str)
 
 
@@ -83,7 +74,7 @@ def test_export_round_trip(models, corpus, arch, tmp_path):
     if arch == "switch":  # transformers' expert capacity is fixed for 512 tokens: ours must drop none either
         params, _ = corpus
         models = {arch: write_model(params, arch, tmp_path / "switch", capacity_factor_eval=8.0)}
-    loaded = spread(load(models[arch]), std=0.05)
+    loaded = redraw_weights(load(models[arch]), 0.05, seed=2)
     out = export_model(loaded, tmp_path / "hf")
     hf, info = AUTO[arch].from_pretrained(str(out), output_loading_info=True)
     assert not info["missing_keys"], info["missing_keys"]

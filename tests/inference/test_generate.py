@@ -13,25 +13,14 @@ from lmforge.inference.sampling import Sampling, penalise_repeats, warp
 from lmforge.interop.hf import to_hf
 from lmforge.models import generation
 
-from .conftest import write_model
+from .conftest import redraw_weights, write_model
 
 MAX_NEW = 12
 
 
-def peaky(loaded, std=0.3):
-    """Larger random weights, so that the next-token distributions are far from flat and the
-    comparisons below do not ride on near-ties."""
-    torch.manual_seed(1)
-    with torch.no_grad():
-        for p in loaded.model.parameters():
-            if p.dim() == 2:
-                p.normal_(0.0, std)
-    return loaded
-
-
 @pytest.fixture(scope="module")
 def causal(models):
-    return {arch: peaky(load(models[arch])) for arch in ("gpt", "xlnet", "transformer_xl")}
+    return {arch: redraw_weights(load(models[arch]), 0.3, seed=1) for arch in ("gpt", "xlnet", "transformer_xl")}
 
 
 def hf_tokens(loaded, prompt, **options):
@@ -91,7 +80,7 @@ def test_transformer_xl_memory_gives_what_recomputing_gives(causal):
 @pytest.mark.parametrize("arch", ["bart", "t5", "switch"])
 @pytest.mark.parametrize("beams", [1, 3])
 def test_encoder_decoders_generate_as_the_generation_module(models, arch, beams):
-    loaded = peaky(load(models[arch]), std=0.2)
+    loaded = redraw_weights(load(models[arch]), 0.2, seed=1)
     prompt = gen.prompt_ids(loaded, "Read the configuration and return a dictionary.")
     got = gen.generate_ids(loaded, prompt, gen.Settings(max_new_tokens=MAX_NEW, num_beams=beams))
     c = loaded.model.config

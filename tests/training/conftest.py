@@ -74,16 +74,22 @@ def tiny_data(tmp_path_factory) -> Path:
     return root
 
 
+def share_tiny_data(tiny_data: Path, root: Path, **sections) -> Path:
+    """Make ``root`` a project sharing the session's data (read-only) with its own outputs and
+    recipes; returns its params.yaml (``sections`` as in ``write_params``)."""
+    (root / "data").mkdir()
+    for sub in ("clean", "tokenizers", "tokens"):
+        (root / "data" / sub).symlink_to(tiny_data / "data" / sub)
+    shutil.copytree(tiny_data / "pipelines", root / "pipelines")
+    shutil.copytree(tiny_data / "task", root / "task")
+    (root / "corpus.jsonl").symlink_to(tiny_data / "corpus.jsonl")
+    return write_params(root, **sections)
+
+
 @pytest.fixture
 def project(tiny_data, tmp_path) -> Path:
     """A fresh project folder sharing the session's data (read-only) with its own outputs."""
-    (tmp_path / "data").mkdir()
-    for sub in ("clean", "tokenizers", "tokens"):
-        (tmp_path / "data" / sub).symlink_to(tiny_data / "data" / sub)
-    shutil.copytree(tiny_data / "pipelines", tmp_path / "pipelines")
-    shutil.copytree(tiny_data / "task", tmp_path / "task")
-    (tmp_path / "corpus.jsonl").symlink_to(tiny_data / "corpus.jsonl")
-    write_params(tmp_path)
+    share_tiny_data(tiny_data, tmp_path)
     return tmp_path
 
 
