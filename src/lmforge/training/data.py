@@ -104,7 +104,15 @@ class ObjectiveDataModule(pl.LightningDataModule):
         self.micro_steps_done = micro_steps_done
 
     def collate(self, examples):
-        return pad_batch(examples, self.pad_id)
+        batch = pad_batch(examples, self.pad_id)
+        # A mask the objective did not set and that masks nothing is dropped: without one the
+        # models take their unmasked attention path (causal flash attention on a GPU), which
+        # they cannot choose for a mask they would have to read first under torch.compile.
+        for ids_key, mask_key in (("input_ids", "attention_mask"), ("decoder_input_ids", "decoder_attention_mask")):
+            if mask_key in batch and mask_key not in examples[0] and ids_key in examples[0] \
+                    and len({len(e[ids_key]) for e in examples}) == 1:
+                del batch[mask_key]
+        return batch
 
     def _world(self) -> tuple[int, int]:
         trainer = getattr(self, "trainer", None)

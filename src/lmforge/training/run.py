@@ -45,12 +45,13 @@ def launch_world(cfg: TrainConfig) -> tuple[int | str, int, str]:
     """(devices, num_nodes, strategy) for this process.
 
     Under ``torchrun`` / ``srun`` (WORLD_SIZE set) the launcher decides: devices per node =
-    LOCAL_WORLD_SIZE, nodes = WORLD_SIZE / LOCAL_WORLD_SIZE, and DDP unless FSDP was chosen.
+    LOCAL_WORLD_SIZE, nodes = WORLD_SIZE / LOCAL_WORLD_SIZE, and DDP unless FSDP was chosen (also
+    for a world of one process when the strategy is named: a one-GPU machine runs the DDP path).
     Without one, more than one device is refused: Lightning would re-launch this command line
     itself, which must never happen inside another program (Dagster, a notebook).
     """
     world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world > 1:
+    if "WORLD_SIZE" in os.environ and (world > 1 or cfg.strategy in ("ddp", "fsdp", "ddp_find_unused_parameters_true")):
         local = int(os.environ.get("LOCAL_WORLD_SIZE") or os.environ.get("SLURM_NTASKS_PER_NODE") or world)
         strategy = cfg.strategy if cfg.strategy not in ("auto",) else "ddp"
         return local, world // local, strategy

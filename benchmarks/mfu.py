@@ -1,0 +1,300 @@
+"""Benchmark: model FLOPs utilisation (MFU) of pretraining through the real training loop, beside
+``transformers``' Trainer on the same model, batches and machine.
+
+    PYTHONPATH=src python3 benchmarks/mfu.py --model gpt2 --runs ours,hf,ours-compiled,hf-compiled --json gpt2.json
+    PYTHONPATH=src python3 benchmarks/mfu.py --model bert-base --batch 64 --json bert.json
+    .venv/bin/python benchmarks/mfu.py --model gpt2 --device-check   # what would run, on a CPU: a 2-layer model, 3 steps
+
+Models: GPT-2 124M (the ``gpt2`` preset) on 1024-token blocks of the ``clm`` objective, and
+BERT-base (``bert-base``, MLM + NSP head) on 512-token pairs of the ``mlm_nsp`` objective. The
+corpus is synthetic (random token ids in documents of 1,000 tokens, a sentence every 20): its
+content does not change the work, and it needs no download.
+
+``ours``: the pretraining stage's own loop: ``LMForgeModule`` (fused AdamW, the cosine
+schedule, gradient clipping at 1.0, the per-step finite-loss check), ``ObjectiveDataModule``
+(examples built by the objective in ``--workers`` DataLoader processes, the stage's collate) and
+the Trainer of ``training.run.build_trainer`` at bf16-mixed precision; ``-compiled`` adds
+``train.compile`` (``torch.compile`` of the model). ``hf``: the same model converted with
+``interop.hf.to_hf`` (same weights), trained by ``transformers.Trainer`` (bf16 autocast,
+``adamw_torch_fused``, the same schedule and clipping, ``torch_compile`` for ``-compiled``) on
+the same examples and collate.
+
+Timing: after ``--warmup`` steps (compilation included) the GPU is synchronised, then
+``--steps`` steps are timed, and the GPU synchronised again. Tokens are the batch's positions
+(B x T, padding included). The data wait is the host time between the end of one step and the
+start of the next (fetching the next batch, moving it to the GPU): with the per-step loss check
+the host is at most one step ahead, so this is an upper bound of the time the GPU waits for data.
+
+Model FLOPs per token (the PaLM paper's appendix B, as nanoGPT counts them): 6 N + 12 L d T,
+N the parameters that act on every token (for GPT-2 every parameter except the position table,
+the tied token embedding being the output layer; for BERT the 12 encoder layers), L layers,
+d width, T the sequence length; BERT's masked-LM head (its transform and the tied output layer,
+6 (d^2 + d V) FLOPs per prediction) counts at the positions that are predicted, as our model
+computes it (``transformers`` computes the head at every position: work the count leaves out).
+MFU = model FLOPs per second / the GPU's dense bf16 peak (``--peak-tflops``; H100/H200 SXM:
+989 TFLOP/s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import inspect
+import json
+import math
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import lightning.pytorch as pl
+import numpy as np
+import torch
+
+from lmforge.config import Params
+from lmforge.models.registry import build_model
+from lmforge.objectives.base import Corpus, Document, Vocab, rng_for
+from lmforge.objectives.registry import OBJECTIVES
+from lmforge.training.data import ObjectiveDataModule
+from lmforge.training.module import LMForgeModule
+from lmforge.training.recipes import OptimConfig
+from lmforge.training.run import build_trainer
+
+# the dense bf16 tensor-core peak of each GPU (SXM parts), TFLOP/s
+PEAK_TFLOPS = {"H200": 989.4, "H100": 989.4, "A100": 312.0}
+
+MODELS = {
+    "gpt2": dict(preset="gpt2", head="lm", objective="clm", length=1024, batch=32, learning_rate=6e-4,
+                 vocab=Vocab(size=50257, eos=50256, special_ids=frozenset({50256})), first_token=0),
+    "bert-base": dict(preset="bert-base", head="pretraining", objective="mlm_nsp", length=512, batch=64, learning_rate=1e-4,
+                      vocab=Vocab(size=30522, pad=0, unk=100, cls=101, sep=102, mask=103,
+                                  special_ids=frozenset({0, 100, 101, 102, 103})), first_token=999),
+}
+# --device-check: the same code paths with a model small enough for a CPU
+SMALL = {"n_layers": 2, "d_model": 128, "n_heads": 2, "d_ff": 512}
+
+
+def synthetic_corpus(vocab: Vocab, first_token: int, tokens: int, seed: int = 0) -> Corpus:
+    rng = np.random.default_rng(seed)
+    docs = []
+    for d in range(max(4, math.ceil(tokens / 1000))):
+        ids = rng.integers(first_token, vocab.size - 1 if vocab.eos == vocab.size - 1 else vocab.size, 1000)
+        sentences = np.zeros(1000, dtype=bool)
+        sentences[::20] = True
+        docs.append(Document(ids.astype(np.int64), np.ones(1000, dtype=bool), sentences, d))
+    return Corpus(docs)
+
+
+def flops_per_token(name: str, model: torch.nn.Module, length: int, predicted_fraction: float) -> float:
+    """Model FLOPs per input position (see the module docstring)."""
+    cfg = model.config
+    L, d = cfg.n_layers, cfg.d_model
+    attention = 12 * L * d * length
+    if name == "gpt2":
+        n = sum(p.numel() for k, p in model.named_parameters() if not k.endswith("wpe.weight"))
+        return 6 * n + attention
+    n = sum(p.numel() for k, p in model.named_parameters() if ".layers." in k)
+    return 6 * n + attention + 6 * (d * d + d * cfg.vocab_size) * predicted_fraction
+
+
+class _Clock:
+    """Shared by both loops: step boundaries in, tokens/s and the data wait out."""
+
+    def __init__(self, warmup: int, steps: int, cuda: bool):
+        self.warmup, self.steps, self.cuda = warmup, steps, cuda
+        self.done = 0
+        self.last_end: float | None = None
+        self.wait = 0.0
+        self.t0 = self.t1 = None
+
+    def _sync(self) -> None:
+        if self.cuda:
+            torch.cuda.synchronize()
+
+    def step_start(self) -> None:
+        now = time.perf_counter()
+        if self.t0 is not None and self.t1 is None and self.last_end is not None:
+            self.wait += now - self.last_end
+
+    def step_end(self) -> None:
+        self.done += 1
+        if self.done == self.warmup:
+            self._sync()
+            self.t0 = time.perf_counter()
+            if self.cuda:
+                torch.cuda.reset_peak_memory_stats()
+        elif self.done == self.warmup + self.steps:
+            self._sync()
+            self.t1 = time.perf_counter()
+        self.last_end = time.perf_counter()
+
+    @property
+    def seconds(self) -> float:
+        if self.t0 is None or self.t1 is None:
+            raise RuntimeError(f"only {self.done} steps ran; the timed window needs {self.warmup + self.steps}")
+        return self.t1 - self.t0
+
+
+class _LightningClock(pl.Callback):
+    def __init__(self, clock: _Clock):
+        self.clock = clock
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        self.clock.step_start()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        self.clock.step_end()
+
+
+def _optim(spec: dict, batch: int, total: int) -> OptimConfig:
+    return OptimConfig(max_steps=total, batch_size=batch, learning_rate=spec["learning_rate"], warmup_steps=min(10, total),
+                       weight_decay=0.01, gradient_clip=1.0, eval_every=total + 1, eval_batches=None)
+
+
+def run_ours(model, spec, objective, *, batch, warmup, steps, compile, workers, accelerator, work_dir) -> _Clock:
+    params = Params()
+    params.train.accelerator = accelerator
+    params.train.compile = compile
+    params.train.checkpoint_every = 10 ** 6
+    optim = _optim(spec, batch, warmup + steps)
+    module = LMForgeModule(model, optim, compile=compile)
+    data = ObjectiveDataModule(objective, None, batch_size=batch, micro_steps=warmup + steps, seed=0,
+                               pad_id=spec["vocab"].pad or 0, ordered=False, num_workers=workers)
+    clock = _Clock(warmup, steps, accelerator == "gpu")
+    trainer = build_trainer(params, optim, Path(work_dir), [_LightningClock(clock)], has_validation=False)
+    trainer.fit(module, datamodule=data)
+    return clock
+
+
+def run_hf(model, spec, objective, *, batch, warmup, steps, compile, workers, accelerator, work_dir) -> _Clock:
+    from transformers import Trainer, TrainerCallback, TrainingArguments
+
+    from lmforge.interop.hf import to_hf
+
+    hf_model = to_hf(model)
+    accepted = set(inspect.signature(hf_model.forward).parameters)
+    # the same examples (epoch 0, same seeds) and the same collate as the stage's loop
+    data = ObjectiveDataModule(objective, None, batch_size=batch, micro_steps=1, seed=0,
+                               pad_id=spec["vocab"].pad or 0, ordered=False)
+
+    class Examples(torch.utils.data.Dataset):
+        def __len__(self):
+            return len(objective)
+
+        def __getitem__(self, i):
+            return objective.example(i, rng_for(0, 0, i))
+
+    def collate(examples):
+        return {k: v for k, v in data.collate(examples).items() if k in accepted}
+
+    clock = _Clock(warmup, steps, accelerator == "gpu")
+
+    class HFClock(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kw):
+            clock.step_start()
+
+        def on_step_end(self, args, state, control, **kw):
+            clock.step_end()
+
+    total = warmup + steps
+    args = TrainingArguments(
+        output_dir=str(work_dir), per_device_train_batch_size=batch, max_steps=total, learning_rate=spec["learning_rate"],
+        warmup_steps=min(10, total), lr_scheduler_type="cosine", weight_decay=0.01, max_grad_norm=1.0,
+        bf16=accelerator == "gpu", optim="adamw_torch_fused" if accelerator == "gpu" else "adamw_torch",
+        torch_compile=compile, dataloader_num_workers=workers, logging_strategy="no", save_strategy="no",
+        eval_strategy="no", report_to="none", disable_tqdm=True, remove_unused_columns=False, seed=0,
+        use_cpu=accelerator != "gpu")
+    Trainer(model=hf_model, args=args, train_dataset=Examples(), data_collator=collate, callbacks=[HFClock()]).train()
+    return clock
+
+
+def predicted_fraction(objective, n: int = 64) -> float:
+    """Labelled positions per input position over the first ``n`` examples."""
+    labelled = positions = 0
+    for i in range(min(n, len(objective))):
+        e = objective.example(i, rng_for(0, 0, i))
+        labelled += int((np.asarray(e["labels"]) != -100).sum())
+        positions += len(e["input_ids"])
+    return labelled / positions
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", choices=sorted(MODELS), default="gpt2")
+    ap.add_argument("--runs", default="ours,hf,ours-compiled,hf-compiled",
+                    help="comma-separated: ours, hf, ours-compiled, hf-compiled")
+    ap.add_argument("--batch", type=int, help="sequences per step (default: the model's)")
+    ap.add_argument("--steps", type=int, default=30, help="timed steps")
+    ap.add_argument("--warmup", type=int, default=10, help="untimed steps first (compilation happens here)")
+    ap.add_argument("--workers", type=int, default=4, help="DataLoader worker processes, both loops")
+    ap.add_argument("--peak-tflops", type=float, help="the GPU's dense bf16 peak (default: from its name)")
+    ap.add_argument("--device-check", action="store_true",
+                    help="on a CPU: a 2-layer model, 3 steps, 0 workers: checks the code paths, measures nothing")
+    ap.add_argument("--json", help="append one JSON line per run to this file")
+    a = ap.parse_args(argv)
+
+    spec = MODELS[a.model]
+    cuda = torch.cuda.is_available() and not a.device_check
+    if not cuda and not a.device_check:
+        sys.exit("mfu.py: no CUDA GPU here (use --device-check on a CPU to try the code paths)")
+    accelerator = "gpu" if cuda else "cpu"
+    batch = a.batch or (spec["batch"] if cuda else 2)
+    length = spec["length"] if cuda else 64
+    warmup, steps, workers = (a.warmup, a.steps, a.workers) if cuda else (1, 2, 0)
+    overrides = {} if cuda else dict(SMALL)
+    if a.model == "gpt2" and not cuda:
+        overrides["n_positions"] = length
+    if a.model == "bert-base" and not cuda:
+        overrides["max_positions"] = length
+
+    gpu_name = torch.cuda.get_device_name() if cuda else "cpu"
+    peak = a.peak_tflops or next((v for k, v in PEAK_TFLOPS.items() if k in gpu_name), None)
+    if cuda and peak is None:
+        sys.exit(f"mfu.py: no bf16 peak known for {gpu_name!r}; give --peak-tflops")
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+
+    vocab = spec["vocab"]
+    corpus = synthetic_corpus(vocab, spec["first_token"], (warmup + steps) * batch * length * 11 // 10)
+    objective = OBJECTIVES[spec["objective"]](corpus, vocab, OBJECTIVES[spec["objective"]].Config(
+        **({"block_size": length} if spec["objective"] == "clm" else {"max_length": length})))
+    fraction = 1.0 if spec["objective"] == "clm" else predicted_fraction(objective)
+
+    results = []
+    for run in [r.strip() for r in a.runs.split(",") if r.strip()]:
+        impl, _, compiled = run.partition("-")
+        if impl not in ("ours", "hf") or compiled not in ("", "compiled"):
+            sys.exit(f"mfu.py: unknown run {run!r} (ours, hf, ours-compiled, hf-compiled)")
+        torch.manual_seed(0)
+        model = build_model(spec["preset"], head=spec["head"], **overrides)
+        per_token = flops_per_token(a.model, model, length, fraction)
+        loop = run_ours if impl == "ours" else run_hf
+        row = {"model": a.model, "run": run, "device": gpu_name, "batch": batch, "length": length, "steps": steps,
+               "warmup": warmup, "workers": workers, "parameters": sum(p.numel() for p in model.parameters()),
+               "flops_per_token": per_token}
+        try:
+            with tempfile.TemporaryDirectory() as work:
+                clock = loop(model, spec, objective, batch=batch, warmup=warmup, steps=steps, compile=bool(compiled),
+                             workers=workers, accelerator=accelerator, work_dir=work)
+            tokens_per_s = steps * batch * length / clock.seconds
+            row.update(tokens_per_s=round(tokens_per_s), step_ms=round(1000 * clock.seconds / steps, 2),
+                       data_wait_fraction=round(clock.wait / clock.seconds, 4),
+                       peak_memory_gib=round(torch.cuda.max_memory_allocated() / 2 ** 30, 2) if cuda else None)
+            if peak:
+                row["mfu"] = round(per_token * tokens_per_s / (peak * 1e12), 4)
+        except Exception as exc:  # one failed run is reported; the others still run
+            row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:500]
+        print(json.dumps(row), flush=True)
+        results.append(row)
+        if a.json:
+            with open(a.json, "a", encoding="utf-8") as f:
+                f.write(json.dumps(row) + "\n")
+        del model
+        gc.collect()
+        if cuda:
+            torch.cuda.empty_cache()
+    return results
+
+
+if __name__ == "__main__":
+    main()
