@@ -169,6 +169,53 @@ def test_a_nan_loss_stops_the_run_naming_the_step(tmp_path):
         trainer.fit(module, loader)
 
 
+class _FusedOnCpu(LMForgeModule):
+    """The module with the fused AdamW it takes on a GPU, here on the CPU (torch has it there too)."""
+
+    def configure_optimizers(self):
+        config = super().configure_optimizers()
+        groups = config["optimizer"].param_groups
+        o = self.optim
+        optimizer = torch.optim.AdamW([{k: v for k, v in g.items() if k != "initial_lr"} for g in groups], lr=o.learning_rate,
+                                      betas=o.betas, eps=o.eps, fused=True)
+        return {"optimizer": optimizer,
+                "lr_scheduler": {"scheduler": torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(o)), "interval": "step"}}
+
+
+def test_bf16_mixed_clips_the_gradients_of_a_fused_optimizer_as_lightning_clips_a_plain_one(tmp_path):
+    """Lightning refuses to clip for a fused optimizer under bf16-mixed (a guard for fp16's loss
+    scaler): the module clips itself, to the same weights as Lightning's clipping of a plain AdamW."""
+    import lightning.pytorch as pl
+
+    def train(cls, clip):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Embedding(50, 16), torch.nn.Linear(16, 50))
+
+        class LM(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.net = model
+
+            def forward(self, input_ids, **_):
+                logits = self.net(input_ids)
+                return ModelOutput(loss=torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), input_ids.flatten()))
+
+        optim = OptimConfig(max_steps=4, batch_size=2, learning_rate=1e-2, gradient_clip=clip)
+        module = cls(LM(), optim)
+        g = torch.Generator().manual_seed(1)
+        data = [{"input_ids": torch.randint(0, 50, (8,), generator=g)} for _ in range(8)]
+        trainer = pl.Trainer(max_steps=4, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                             default_root_dir=tmp_path, accelerator="cpu", precision="bf16-mixed",
+                             gradient_clip_val=optim.gradient_clip, gradient_clip_algorithm="norm")
+        trainer.fit(module, torch.utils.data.DataLoader(data, batch_size=2))
+        return torch.cat([p.detach().flatten() for p in model.parameters()])
+
+    plain, fused = train(LMForgeModule, 1e-3), train(_FusedOnCpu, 1e-3)
+    assert torch.allclose(fused, plain, atol=1e-5), (fused - plain).abs().max()
+    # and the clipping did something: unclipped, the same run ends elsewhere
+    assert (train(LMForgeModule, None) - plain).abs().max() > 1e-4
+
+
 def test_learning_rate_schedule():
     o = OptimConfig(max_steps=100, batch_size=1, learning_rate=1.0, warmup_steps=10, schedule="cosine", min_lr_ratio=0.1)
     f = lr_lambda(o)

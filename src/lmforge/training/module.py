@@ -132,6 +132,26 @@ class LMForgeModule(pl.LightningModule):
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(o))
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
+    def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None) -> None:
+        """Clip the global gradient norm. Lightning's own clipping refuses two set-ups this
+        project trains with on a GPU: a fused optimizer under bf16-mixed (its guard is for fp16's
+        loss scaler, which bf16 has not) and FSDP (no norm clipping in its FSDP plugin). Without a
+        scaler the gradients are clipped here, under FSDP by FSDP's own sharded-norm clip; fp16
+        with its scaler, and clipping by value, stay with Lightning."""
+        if not gradient_clip_val:
+            return
+        if gradient_clip_algorithm not in (None, "norm") or getattr(self.trainer.precision_plugin, "scaler", None) is not None:
+            self.clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
+            return
+        from torch.distributed.fsdp import FullyShardedDataParallel
+
+        wrapped = self.trainer.strategy.model
+        if isinstance(wrapped, FullyShardedDataParallel):
+            wrapped.clip_grad_norm_(gradient_clip_val)
+        else:
+            params = [p for group in optimizer.param_groups for p in group["params"]]
+            torch.nn.utils.clip_grad_norm_(params, gradient_clip_val)
+
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["lmforge"] = {
             "micro_steps_done": self.micro_steps_done,
