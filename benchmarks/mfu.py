@@ -21,9 +21,12 @@ the same examples and collate.
 
 Timing: after ``--warmup`` steps (compilation included) the GPU is synchronised, then
 ``--steps`` steps are timed, and the GPU synchronised again. Tokens are the batch's positions
-(B x T, padding included). The data wait is the host time between the end of one step and the
-start of the next (fetching the next batch, moving it to the GPU): with the per-step loss check
-the host is at most one step ahead, so this is an upper bound of the time the GPU waits for data.
+(B x T, padding included). Two waits between steps: ``host_gap_fraction``, the host's time
+between the end of one step and the start of the next (fetching the batch, moving it, the
+loop's bookkeeping, and any wait of the host for the GPU inside them); ``gpu_idle_fraction``,
+the GPU's own time between the two, from CUDA events recorded at the end of a step and at the
+start of the next (after the batch's copy is queued): time the GPU had no step's work, because
+the host had not yet queued it (the data not ready, or the loop's overhead).
 
 Model FLOPs per token (the PaLM paper's appendix B, as nanoGPT counts them): 6 N + 12 L d T,
 N the parameters that act on every token (for GPT-2 every parameter except the position table,
@@ -106,15 +109,24 @@ class _Clock:
         self.last_end: float | None = None
         self.wait = 0.0
         self.t0 = self.t1 = None
+        self.events: list[tuple[torch.cuda.Event, torch.cuda.Event]] = []  # (end of step i, start of step i+1)
+        self._end_event = None
 
     def _sync(self) -> None:
         if self.cuda:
             torch.cuda.synchronize()
 
+    def _event(self):
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
     def step_start(self) -> None:
         now = time.perf_counter()
         if self.t0 is not None and self.t1 is None and self.last_end is not None:
             self.wait += now - self.last_end
+            if self.cuda and self._end_event is not None:
+                self.events.append((self._end_event, self._event()))
 
     def step_end(self) -> None:
         self.done += 1
@@ -126,7 +138,16 @@ class _Clock:
         elif self.done == self.warmup + self.steps:
             self._sync()
             self.t1 = time.perf_counter()
+        if self.cuda and self.t0 is not None and self.t1 is None:
+            self._end_event = self._event()
         self.last_end = time.perf_counter()
+
+    @property
+    def gpu_idle(self) -> float | None:
+        """Seconds the GPU spent between the timed steps (None without CUDA)."""
+        if not self.cuda:
+            return None
+        return sum(end.elapsed_time(start) for end, start in self.events) / 1000
 
     @property
     def seconds(self) -> float:
@@ -278,7 +299,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
                              workers=workers, accelerator=accelerator, work_dir=work)
             tokens_per_s = steps * batch * length / clock.seconds
             row.update(tokens_per_s=round(tokens_per_s), step_ms=round(1000 * clock.seconds / steps, 2),
-                       data_wait_fraction=round(clock.wait / clock.seconds, 4),
+                       host_gap_fraction=round(clock.wait / clock.seconds, 4),
+                       gpu_idle_fraction=round(clock.gpu_idle / clock.seconds, 4) if cuda else None,
                        peak_memory_gib=round(torch.cuda.max_memory_allocated() / 2 ** 30, 2) if cuda else None)
             if peak:
                 row["mfu"] = round(per_token * tokens_per_s / (peak * 1e12), 4)

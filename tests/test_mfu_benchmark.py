@@ -1,0 +1,28 @@
+"""benchmarks/mfu.py: the FLOPs count it divides by, and its loops on a CPU (what it measures
+needs a GPU: BENCHMARKS.md, "On a GPU: MFU")."""
+
+from __future__ import annotations
+
+import pytest
+
+from .conftest import load_benchmark
+
+
+def test_gpt2_flops_per_token_is_six_n_plus_the_attention_term():
+    from lmforge.models.registry import build_model
+
+    mfu = load_benchmark("mfu")
+    model = build_model("gpt2", head="lm")
+    # GPT-2 small: 124,439,808 parameters, 1,024 x 768 of them the position table
+    assert sum(p.numel() for p in model.parameters()) == 124_439_808
+    n = 124_439_808 - 1024 * 768
+    assert mfu.flops_per_token("gpt2", model, 1024, 1.0) == 6 * n + 12 * 12 * 768 * 1024
+
+
+@pytest.mark.parametrize("model", ["gpt2", "bert-base"])
+def test_both_loops_run_on_a_cpu_and_report_their_rates(model):
+    rows = load_benchmark("mfu").main(["--model", model, "--device-check", "--runs", "ours,hf"])
+    assert [r["run"] for r in rows] == ["ours", "hf"]
+    for row in rows:
+        assert "error" not in row, row
+        assert row["tokens_per_s"] > 0 and 0 <= row["host_gap_fraction"] < 1 and row["gpu_idle_fraction"] is None
