@@ -462,20 +462,24 @@ def predict(model, text, pair, file, output, batch_size, task, params_path, over
 @click.argument("model")
 @click.argument("out_dir", type=click.Path())
 @_model_options
-def export(model, out_dir, task, params_path, overrides) -> None:
+@click.option("--format", "fmt", type=click.Choice(["safetensors", "onnx"]), default="safetensors", show_default=True,
+              help="safetensors: a transformers folder; onnx: model.onnx (not ELMo, not Switch).")
+def export(model, out_dir, task, params_path, overrides, fmt) -> None:
     """Write MODEL as a transformers folder OUT_DIR (config, safetensors weights, tokenizer, README.md)
-    that AutoModel* and pipeline() load.
+    that AutoModel* and pipeline() load; with --format onnx, as model.onnx (input ids and mask to
+    logits, any batch and length) with the same tokenizer and README.md.
 
     \b
     Example: lmforge export bert --task docstring_kind exported/bert-docstring
+             lmforge export gpt exported/gpt-onnx --format onnx
 
     MODEL: a model folder (models/gpt/pretrain/model), its run folder, or an architecture name (its
     pretrained model under train.output; with --task, its fine-tuned one).
     """
-    from .inference.export import export_model
+    from .inference.export import export_model, export_onnx
 
     try:
-        out = export_model(_load(model, task, params_path, list(overrides)), out_dir)
+        out = (export_onnx if fmt == "onnx" else export_model)(_load(model, task, params_path, list(overrides)), out_dir)
     except USER_ERRORS as exc:
         _fail(str(exc))
     click.echo(f"export: {out}")

@@ -53,6 +53,9 @@ def test_export_generate_embed(trained, tmp_path):
     assert result.exit_code == 0, result.output
     hf = transformers.AutoModelForSequenceClassification.from_pretrained(str(tmp_path / "hf"))
     assert set(hf.config.id2label.values()) == {"no", "yes"}
+    result = invoke("export", root / "models" / "gpt" / "task", tmp_path / "onnx", "--format", "onnx")
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "onnx" / "onnx.json").read_text())["labels"] == ["no", "yes"]
     result = invoke("generate", "gpt", "The", "--params", params, "--max-new-tokens", 5)
     assert result.exit_code == 0 and len(result.output) > 1  # what a 4-step model writes (often spaces) and a newline
     result = invoke("embed", "gpt", "--params", params, "--file", root / "task" / "test.csv", "-o", tmp_path / "e.npy")

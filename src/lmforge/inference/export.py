@@ -1,5 +1,5 @@
 """``lmforge export``: a trained model as a ``transformers`` folder, with its tokenizer and a
-model card.
+model card; or (``--format onnx``) as an ONNX graph beside the same tokenizer and card.
 
 The weights go through ``interop.hf.export`` (the converted model gives our outputs). The
 tokenizer is the trained one, with a post-processor that adds the special tokens the
@@ -9,6 +9,12 @@ inputs the model was trained on: ``[CLS] A [SEP]`` (BERT, ERNIE, ALBERT), ``A <s
 nothing for GPT's language model (its prompts continue). A fine-tuned classifier carries its
 label names (``id2label`` / ``label2id``). ``README.md`` says what the model is: architecture,
 objective or task, training steps and the metrics of its run.
+
+ONNX (:func:`export_onnx`): ``model.onnx`` maps ``input_ids`` and ``attention_mask`` (plus
+``token_type_ids`` where the architecture has segments, ``decoder_input_ids`` for BART and T5)
+to the head's ``logits``, with the batch and the lengths left free; ``onnx.json`` names the
+inputs and the labels. It goes through ``torch.export`` (``torch.onnx.export(dynamo=True)``),
+so the graph is the model's own code, the masked path included; ONNX Runtime gives our logits.
 """
 
 from __future__ import annotations
@@ -16,9 +22,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import torch
+
 from .loading import InferenceError, LoadedModel
 
 NO_TRANSFORMERS = ("elmo", "transformer_xl")
+# architectures whose exported graph would not compute the model: why
+NO_ONNX = {
+    "elmo": "its character CNN and LSTMs do not go through torch.export",
+    "switch": "its expert capacity follows the batch's token count, which an exported graph fixes at the example's",
+}
+ENCODER_DECODERS = ("bart", "t5")
 
 
 def special_template(loaded: LoadedModel) -> tuple[list[str], list[str]] | None:
@@ -103,4 +117,80 @@ def export_model(loaded: LoadedModel, out: str | Path) -> Path:
     run_metrics = loaded.directory.parent / "metrics.json"
     run = json.loads(run_metrics.read_text(encoding="utf-8")) if run_metrics.is_file() else None
     (out / "README.md").write_text(_card(loaded, run), encoding="utf-8")
+    return out
+
+
+class _Logits(torch.nn.Module):
+    """The model as a function of named tensors to its head's logits (what the graph exports)."""
+
+    def __init__(self, model: torch.nn.Module, names: list[str]):
+        super().__init__()
+        self.model, self.names = model, names
+
+    def forward(self, *tensors: torch.Tensor) -> torch.Tensor:
+        return self.model(**dict(zip(self.names, tensors))).logits
+
+
+def onnx_inputs(loaded: LoadedModel) -> list[str]:
+    """The graph's inputs, in order."""
+    import inspect
+
+    names = ["input_ids", "attention_mask"]
+    if "token_type_ids" in inspect.signature(loaded.model.forward).parameters:
+        names.append("token_type_ids")
+    if loaded.arch in ENCODER_DECODERS:
+        names.append("decoder_input_ids")
+    return names
+
+
+def export_onnx(loaded: LoadedModel, out: str | Path) -> Path:
+    """Write ``out``: ``model.onnx``, ``onnx.json``, the tokenizer and README.md; refuses an
+    existing non-empty folder and the architectures of ``NO_ONNX``."""
+    if loaded.arch in NO_ONNX:
+        raise InferenceError(f"{loaded.arch} cannot be exported to ONNX: {NO_ONNX[loaded.arch]}")
+    try:
+        import onnxscript  # noqa: F401  (torch.onnx's exporter needs it)
+    except ImportError:
+        raise InferenceError("ONNX export needs the onnx extra: pip install 'lmforge[onnx]'") from None
+    out = Path(out)
+    if out.exists() and any(out.iterdir()):
+        raise InferenceError(f"{out} exists and is not empty; choose a new folder")
+    names = onnx_inputs(loaded)
+    model = loaded.model.eval()
+    ordinary = torch.tensor(sorted(set(range(loaded.vocab.size)) - set(loaded.vocab.special_ids)))
+    g = torch.Generator().manual_seed(0)
+    example = {"input_ids": ordinary[torch.randint(len(ordinary), (2, 8), generator=g)],
+               "attention_mask": torch.tensor([[1] * 8, [1] * 6 + [0] * 2]),
+               "token_type_ids": torch.tensor([[0] * 4 + [1] * 4] * 2),
+               "decoder_input_ids": ordinary[torch.randint(len(ordinary), (2, 4), generator=g)]}
+    batch = torch.export.Dim("batch", min=1)
+    length = torch.export.Dim("length", min=2, max=loaded.max_positions or 8192)
+    target = torch.export.Dim("target_length", min=2, max=loaded.max_positions or 8192)
+    shapes = tuple({0: batch, 1: target if n == "decoder_input_ids" else length} for n in names)
+    out.mkdir(parents=True, exist_ok=True)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            torch.onnx.export(_Logits(model, names), tuple(example[n] for n in names), str(out / "model.onnx"),
+                              input_names=names, output_names=["logits"], dynamic_shapes=(shapes,), dynamo=True,
+                              verbose=False)
+        except Exception as exc:  # the exporter's own errors are long; one line says which model failed
+            for f in out.iterdir():
+                f.unlink()
+            raise InferenceError(f"{loaded.arch} could not be exported to ONNX: {type(exc).__name__}: "
+                                 f"{str(exc).splitlines()[0] if str(exc) else ''}") from exc
+    described = {"inputs": names, "output": "logits", "architecture": loaded.arch, "head": loaded.head}
+    if loaded.head == "classification" and loaded.task:
+        described["labels"] = list(loaded.task["labels"])
+    (out / "onnx.json").write_text(json.dumps(described, indent=2) + "\n", encoding="utf-8")
+    _write_tokenizer(loaded, out)
+    run_metrics = loaded.directory.parent / "metrics.json"
+    run = json.loads(run_metrics.read_text(encoding="utf-8")) if run_metrics.is_file() else None
+    card = _card(loaded, run).split("Load it with `transformers`:")[0]
+    card += ("Run it with ONNX Runtime:\n\n```python\nimport onnxruntime\n"
+             "session = onnxruntime.InferenceSession(\"<this folder>/model.onnx\")\n"
+             f"logits = session.run([\"logits\"], {{{', '.join(f'{n!r}: ...' for n in names)}}})[0]\n```\n")
+    (out / "README.md").write_text(card, encoding="utf-8")
     return out
