@@ -410,12 +410,14 @@ def embed(model, text, file, output, level, pooling, mix, batch_size, task, para
     pretrained model under train.output; with --task, its fine-tuned one).
     """
     from .inference.embed import embed as run_embed, write
+    from .progress import Progress
 
     try:
         loaded = _load(model, task, params_path, list(overrides))
         texts, _ = _inputs(text, file)
-        done = run_embed(loaded, texts, level=level, pooling=pooling, mix=mix, batch_size=batch_size,
-                         progress=lambda n: _log(f"embed: {n}/{len(texts)} texts") if len(texts) > batch_size else None)
+        with Progress(len(texts), "embed", "texts") as bar:
+            done = run_embed(loaded, texts, level=level, pooling=pooling, mix=mix, batch_size=batch_size,
+                             progress=bar.update)
         write(done, texts, output, level)
     except USER_ERRORS as exc:
         _fail(str(exc))

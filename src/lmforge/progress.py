@@ -1,0 +1,65 @@
+"""Progress of a long loop: on a terminal a live bar with the rate and the time left (``tqdm``);
+elsewhere (Dagster, CI, ``nohup``) a plain line every ``every`` seconds with the same figures,
+and one at the end, so that logs stay readable."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from typing import TextIO
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+class Progress:
+    """``update(done)`` with the count done so far (of ``total`` ``unit``); ``close()`` at the end
+    (or use it as a context manager)."""
+
+    def __init__(self, total: int, label: str, unit: str = "items", *, stream: TextIO | None = None,
+                 every: float = 10.0, clock: Callable[[], float] = time.monotonic):
+        self.total, self.label, self.unit = total, label, unit
+        self.stream = stream if stream is not None else sys.stderr
+        self.every, self.clock = every, clock
+        self.start = self.last_line = clock()
+        self.done = 0
+        self.bar = None
+        if getattr(self.stream, "isatty", lambda: False)():
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, desc=label, unit=f" {unit}", file=self.stream, dynamic_ncols=True, leave=True)
+
+    def line(self) -> str:
+        elapsed = max(self.clock() - self.start, 1e-9)
+        rate = self.done / elapsed
+        text = f"{self.label}: {self.done}/{self.total} {self.unit} ({rate:.1f} {self.unit}/s"
+        if 0 < self.done < self.total:
+            text += f", {_duration((self.total - self.done) / rate)} left"
+        return text + f", {_duration(elapsed)} elapsed)"
+
+    def update(self, done: int) -> None:
+        step, self.done = done - self.done, done
+        if self.bar is not None:
+            self.bar.update(step)
+        elif self.clock() - self.last_line >= self.every and done < self.total:
+            self.last_line = self.clock()
+            print(self.line(), file=self.stream, flush=True)
+
+    def close(self, finished: bool = True) -> None:
+        """End the bar; without one, print the last line (not when the loop failed: its error is
+        the line to read)."""
+        if self.bar is not None:
+            self.bar.close()
+        elif finished:
+            print(self.line(), file=self.stream, flush=True)
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, exc_type, *exc) -> None:
+        self.close(finished=exc_type is None)

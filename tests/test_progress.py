@@ -1,0 +1,53 @@
+"""lmforge.progress: plain lines at an interval off a terminal, a tqdm bar on one."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from lmforge.progress import Progress
+
+
+class _Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_off_a_terminal_a_line_every_interval_and_one_at_the_end():
+    out, clock = io.StringIO(), _Clock()
+    with Progress(100, "embed", "texts", stream=out, every=10, clock=clock) as p:
+        for done in range(10, 101, 10):
+            clock.now += 4  # a batch of 10 every 4 s: 2.5 texts/s
+            p.update(done)
+    lines = out.getvalue().splitlines()
+    # at 12 s, 24 s, 36 s (the 10 s interval passed), then the closing line at 40 s
+    assert lines == ["embed: 30/100 texts (2.5 texts/s, 0:28 left, 0:12 elapsed)",
+                     "embed: 60/100 texts (2.5 texts/s, 0:16 left, 0:24 elapsed)",
+                     "embed: 90/100 texts (2.5 texts/s, 0:04 left, 0:36 elapsed)",
+                     "embed: 100/100 texts (2.5 texts/s, 0:40 elapsed)"]
+
+
+def test_a_failed_loop_prints_no_closing_line():
+    out = io.StringIO()
+    with pytest.raises(ValueError):
+        with Progress(5, "embed", stream=out):
+            raise ValueError("bad text")
+    assert out.getvalue() == ""
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_on_a_terminal_a_bar_with_rate_and_count():
+    out = _Terminal()
+    with Progress(4, "embed", "texts", stream=out) as p:
+        for done in range(1, 5):
+            p.update(done)
+    text = out.getvalue()
+    assert "embed" in text and "4/4" in text and "texts/s" in text
