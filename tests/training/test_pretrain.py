@@ -216,6 +216,47 @@ def test_bf16_mixed_clips_the_gradients_of_a_fused_optimizer_as_lightning_clips_
     assert (train(LMForgeModule, None) - plain).abs().max() > 1e-4
 
 
+def test_a_training_step_reads_the_device_once(tmp_path, monkeypatch):
+    """The finite-loss check is the step's only read of a tensor on the host (each read waits for
+    the GPU); without a progress bar Lightning is given no loss to read after every step."""
+    import traceback
+
+    import lightning.pytorch as pl
+
+    from lmforge.models.registry import build_model
+
+    torch.manual_seed(0)
+    model = build_model("gpt-tiny", head="lm", vocab_size=200, n_positions=32)
+    module = LMForgeModule(model, OptimConfig(max_steps=8, batch_size=4, learning_rate=1e-3))
+    data = [{"input_ids": x, "labels": x} for x in torch.randint(0, 200, (32, 32))]
+    reads: list[str] = []
+
+    def counted(name):
+        original = getattr(torch.Tensor, name)
+
+        def read(self, *args):
+            caller = traceback.extract_stack(limit=2)[0].filename
+            if "torch/optim" not in caller:  # the CPU AdamW's step counter (a CUDA one stays on the device)
+                reads.append(f"{name} {caller}")
+            return original(self, *args)
+        return read
+
+    class Watch(pl.Callback):
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+            if batch_idx == 2:
+                for name in ("item", "__bool__", "__float__"):
+                    monkeypatch.setattr(torch.Tensor, name, counted(name))
+
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+            if batch_idx == 6:
+                monkeypatch.undo()
+
+    trainer = pl.Trainer(max_steps=8, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                         default_root_dir=tmp_path, accelerator="cpu", callbacks=[Watch()], gradient_clip_val=1.0)
+    trainer.fit(module, torch.utils.data.DataLoader(data, batch_size=4))
+    assert len(reads) == 5 and all(r.endswith("module.py") for r in reads), reads
+
+
 def test_learning_rate_schedule():
     o = OptimConfig(max_steps=100, batch_size=1, learning_rate=1.0, warmup_steps=10, schedule="cosine", min_lr_ratio=0.1)
     f = lr_lambda(o)

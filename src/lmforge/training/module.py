@@ -96,6 +96,13 @@ class LMForgeModule(pl.LightningModule):
         new_mems = out.aux.get("mems") if self.carry_memory else None
         return out, new_mems
 
+    @property
+    def _bar_shown(self) -> bool:
+        """Whether a progress bar shows the losses. Lightning reads a progress-bar metric on the
+        host after every step (a GPU synchronisation that leaves the GPU idle while the next
+        batch is fetched), so the loss goes to the bar only when there is one."""
+        return self._trainer is not None and self.trainer.progress_bar_callback is not None
+
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         self.micro_steps_done += 1
         out, self.mems = self._step(batch, self.mems)
@@ -106,7 +113,7 @@ class LMForgeModule(pl.LightningModule):
                 f"the training loss is {loss.item()} at step {self.global_step} (micro-batch {self.micro_steps_done}); "
                 "stopping. Lower the learning rate, enable gradient clipping, or check the data.")
         size = next(iter(batch.values())).shape[0]
-        self.log("train/loss", loss.detach(), prog_bar=True, batch_size=size)
+        self.log("train/loss", loss.detach(), prog_bar=self._bar_shown, batch_size=size)
         for name, value in out.aux.items():
             if name.endswith("_loss") and torch.is_tensor(value) and value.ndim == 0:
                 self.log(f"train/{name}", value.detach(), batch_size=size)
@@ -119,7 +126,7 @@ class LMForgeModule(pl.LightningModule):
         out, self.val_mems = self._step(batch, self.val_mems)
         size = next(iter(batch.values())).shape[0]
         if out.loss is not None:
-            self.log("val/loss", out.loss, prog_bar=True, batch_size=size, sync_dist=True)
+            self.log("val/loss", out.loss, prog_bar=self._bar_shown, batch_size=size, sync_dist=True)
         for name, value in out.aux.items():
             if name.endswith("_loss") and torch.is_tensor(value) and value.ndim == 0:
                 self.log(f"val/{name}", value, batch_size=size, sync_dist=True)
