@@ -218,12 +218,14 @@ def test_bf16_mixed_clips_the_gradients_of_a_fused_optimizer_as_lightning_clips_
 
 def test_a_training_step_reads_the_device_once(tmp_path, monkeypatch):
     """The finite-loss check is the step's only read of a tensor on the host (each read waits for
-    the GPU); without a progress bar Lightning is given no loss to read after every step."""
+    the GPU); without a progress bar Lightning is given no loss to read after every step, and the
+    history reads its sums only on the steps it writes a row."""
     import traceback
 
     import lightning.pytorch as pl
 
     from lmforge.models.registry import build_model
+    from lmforge.training.run import History
 
     torch.manual_seed(0)
     model = build_model("gpt-tiny", head="lm", vocab_size=200, n_positions=32)
@@ -252,9 +254,11 @@ def test_a_training_step_reads_the_device_once(tmp_path, monkeypatch):
                 monkeypatch.undo()
 
     trainer = pl.Trainer(max_steps=8, logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                         default_root_dir=tmp_path, accelerator="cpu", callbacks=[Watch()], gradient_clip_val=1.0)
+                         default_root_dir=tmp_path, accelerator="cpu", callbacks=[Watch(), History(log_every=4)],
+                         gradient_clip_val=1.0)
     trainer.fit(module, torch.utils.data.DataLoader(data, batch_size=4))
-    assert len(reads) == 5 and all(r.endswith("module.py") for r in reads), reads
+    # steps 3 to 7: the check in each, and the history's row at step 4
+    assert sorted(r.rsplit("/", 1)[-1] for r in reads) == ["module.py"] * 5 + ["run.py"], reads
 
 
 def test_learning_rate_schedule():

@@ -85,23 +85,30 @@ class History(pl.Callback):
         self.log_every = log_every
         self.sink = sink
         self.rows: list[dict[str, float]] = []
-        self._pending: dict[str, list[float]] = {}
+        self._pending: dict[str, tuple] = {}  # key -> (sum, count) since the last optimizer step
         self._last_step = 0
+
+    def _accumulate(self, key: str, value) -> None:
+        # summed where it lives (on the GPU: no host read, which would wait for the step), read
+        # on the host only when a row is written
+        value = value.detach().float() if torch.is_tensor(value) else float(value)
+        total, count = self._pending.get(key, (0.0, 0))
+        self._pending[key] = (total + value, count + 1)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         loss = (outputs["loss"] if isinstance(outputs, dict) else outputs).detach()
         if trainer.world_size > 1:  # the loss of the global batch: the mean over ranks (a collective, on every rank)
             loss = trainer.strategy.reduce(loss, reduce_op="mean")
-        self._pending.setdefault("train/loss", []).append(float(loss))
+        self._accumulate("train/loss", loss)
         for key, value in trainer.callback_metrics.items():
             if key.startswith("train/") and key != "train/loss":
-                self._pending.setdefault(key, []).append(float(value))
+                self._accumulate(key, value)
         step = trainer.global_step
         if step == self._last_step:  # still accumulating gradients
             return
         self._last_step = step
         if step == 1 or step % self.log_every == 0 or step == trainer.max_steps:
-            row = {"step": step, **{k: sum(v) / len(v) for k, v in self._pending.items()}}
+            row = {"step": step, **{k: float(total) / count for k, (total, count) in self._pending.items()}}
             row["lr"] = trainer.optimizers[0].param_groups[0]["lr"]
             self._add(row)
         self._pending = {}
