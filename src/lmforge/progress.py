@@ -21,30 +21,38 @@ class Progress:
     """``update(done)`` with the count done so far (of ``total`` ``unit``); ``close()`` at the end
     (or use it as a context manager)."""
 
-    def __init__(self, total: int, label: str, unit: str = "items", *, stream: TextIO | None = None,
+    def __init__(self, total: int, label: str, unit: str = "items", *, initial: int = 0, stream: TextIO | None = None,
                  every: float = 10.0, clock: Callable[[], float] = time.monotonic):
         self.total, self.label, self.unit = total, label, unit
         self.stream = stream if stream is not None else sys.stderr
         self.every, self.clock = every, clock
         self.start = self.last_line = clock()
-        self.done = 0
+        self.initial = self.done = initial  # a resumed loop: the rate counts this run's work only
+        self.note = ""
         self.bar = None
         if getattr(self.stream, "isatty", lambda: False)():
             from tqdm import tqdm
 
-            self.bar = tqdm(total=total, desc=label, unit=f" {unit}", file=self.stream, dynamic_ncols=True, leave=True)
+            self.bar = tqdm(total=total, initial=initial, desc=label, unit=f" {unit}", file=self.stream,
+                            dynamic_ncols=True, leave=True)
 
     def line(self) -> str:
         elapsed = max(self.clock() - self.start, 1e-9)
-        rate = self.done / elapsed
+        rate = (self.done - self.initial) / elapsed
         text = f"{self.label}: {self.done}/{self.total} {self.unit} ({rate:.1f} {self.unit}/s"
-        if 0 < self.done < self.total:
+        if 0 < self.done < self.total and rate > 0:
             text += f", {_duration((self.total - self.done) / rate)} left"
-        return text + f", {_duration(elapsed)} elapsed)"
+        text += f", {_duration(elapsed)} elapsed)"
+        return f"{text} {self.note}" if self.note else text
 
-    def update(self, done: int) -> None:
+    def update(self, done: int, note: str | None = None) -> None:
+        """``done`` so far; ``note`` (e.g. the last loss) is shown after the figures."""
         step, self.done = done - self.done, done
+        if note is not None:
+            self.note = note
         if self.bar is not None:
+            if note is not None:
+                self.bar.set_postfix_str(note, refresh=False)
             self.bar.update(step)
         elif self.clock() - self.last_line >= self.every and done < self.total:
             self.last_line = self.clock()

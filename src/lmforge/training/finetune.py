@@ -52,6 +52,7 @@ from . import param_groups
 from .data import ObjectiveDataModule
 from .finetune_callbacks import BestOnValidation, validation_scores
 from .module import LMForgeModule, balanced_class_weights
+from .progress import TrainingProgress
 from .pretrain import plot_history, tokenizer_overrides, tracking_factory
 from .recipes import Recipe, SizeRecipe, load_recipe, resolve_finetune_budget, size_recipe
 from .run import History, build_trainer, start_attempt, world_size
@@ -289,7 +290,9 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
         selection = BestOnValidation(scorers["validation"], ft.metric, attempt.checkpoints,
                                      every=min(optim.eval_every, optim.max_steps), patience=ft.patience,
                                      history=history, log=log)
-        trainer = build_trainer(params, optim, attempt.dir, [history, selection], has_validation=True, best_on_loss=False)
+        progress = TrainingProgress(f"finetune {arch} on {task.name} ({init})", history)
+        trainer = build_trainer(params, optim, attempt.dir, [history, selection, progress], has_validation=True,
+                                best_on_loss=False)
         epochs = f" ({size.finetune.epochs:g} epochs)" if size.finetune.epochs else ""
         log(f"finetune {arch} on {task.name} ({mode}, {init}): {len(encoded['train'])} training examples, "
             f"{optim.max_steps} steps{epochs} x {budget['global_batch']}, validation {ft.metric} every "

@@ -32,6 +32,7 @@ from ..datasets.open import open_objective
 from ..objectives.registry import tokenizer_kind
 from .data import ObjectiveDataModule
 from .module import LMForgeModule
+from .progress import TrainingProgress
 from .recipes import Recipe, load_recipe, recipe_path, size_recipe
 from .run import History, build_trainer, is_rank_zero, start_attempt, world_size
 
@@ -128,7 +129,8 @@ def run_pretrain(params: Params, arch: str, *, log: Callable[[str], None] = prin
                             "train": params.train.model_dump(mode="json"),
                             "dataset": getattr(params.dataset, recipe.objective).model_dump(mode="json")})
         history = History(params.train.log_every, sink=tracker.log_metrics)
-        trainer = build_trainer(params, optim, attempt.dir, [history], has_validation=data.val_data is not None)
+        trainer = build_trainer(params, optim, attempt.dir, [history, TrainingProgress(f"pretrain {arch}", history)],
+                                has_validation=data.val_data is not None)
         log(f"pretrain {arch}: {size.preset} ({n_params / 1e6:.2f}M parameters), {recipe.objective} on {kind} tokens, "
             f"{optim.max_steps} steps x {batch_size * world_size()} examples" + (f", resuming from {resume}" if resume else ""))
         trainer.fit(module, datamodule=data, ckpt_path=str(resume) if resume else None, weights_only=True)
