@@ -203,3 +203,14 @@ def test_resume_after_kill_is_byte_identical(tmp_path):
     assert "already done, reused" in resumed.stderr
     result = {f.relative_to(out).as_posix(): f.read_bytes() for f in out.rglob("*") if f.is_file()}
     assert result == reference
+
+
+def test_each_pass_reports_its_units_done_of_the_total(tmp_path, capsys):
+    """Off a terminal (pytest's captured stderr) each pass ends with one line: its units done of
+    all of them (here 3 shards of 40 documents), with the rate and the time taken."""
+    rng = random.Random(3)
+    write_jsonl(tmp_path / "in.jsonl", [{"id": f"d{i}", "text": page(rng)} for i in range(120)])
+    clean(tmp_path, [str(tmp_path / "in.jsonl")], shard_size=40)
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("clean: ")]
+    assert any(line.startswith("clean: filter shard: 3/3 units (") and "units/s" in line for line in lines), lines
+    assert any(line.startswith("clean: write final: 3/3 units (") for line in lines), lines

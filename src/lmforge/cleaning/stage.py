@@ -13,7 +13,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
@@ -26,6 +26,7 @@ from ..artifacts import atomic_write_bytes, atomic_write_json, fingerprint, fini
 from ..config import CleanConfig
 from ..corpus.document import SCHEMA, CorpusError, Document
 from ..corpus.sources import InputReport, iter_documents
+from ..progress import Progress
 from .dedup.lines import dedup_apply, dedup_map, dedup_reduce
 from .dedup.minhash import minhash_map, minhash_reduce, near_duplicates
 from .dedup.urls import normalize_url, url_losers, url_map, url_reduce
@@ -195,7 +196,12 @@ def run_clean(cfg: CleanConfig, log: Callable[[str], None] = print) -> CleanResu
     with ProcessPoolExecutor(max_workers=min(workers, max(1, n_shards)), mp_context=ctx) as pool:
 
         def run_all(fn: Callable[..., bool], args: list[tuple]) -> None:
-            done = [fut.result() for fut in [pool.submit(fn, *a) for a in args]]
+            futures = [pool.submit(fn, *a) for a in args]
+            done: list[bool] = []
+            with Progress(len(futures), f"clean: {fn.__name__.strip('_').replace('_', ' ')}", "units") as bar:
+                for fut in as_completed(futures):
+                    done.append(fut.result())
+                    bar.update(len(done))
             if not all(done):
                 log(f"{fn.__name__.strip('_')}: {done.count(False)} of {len(done)} units already done, reused")
 

@@ -9,6 +9,7 @@ loads with its special tokens set (``tokenizer.json`` + ``tokenizer_config.json`
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -32,6 +33,11 @@ _HF_ROLE = {"bos": "bos_token", "eos": "eos_token", "unk": "unk_token", "pad": "
 _SCORE_DECIMALS = 5
 
 
+def _on_terminal() -> bool:
+    """The trainers draw their own progress bar, on a terminal only (logs elsewhere stay plain)."""
+    return sys.stderr.isatty()
+
+
 def _specials(cfg) -> list[str]:
     return list(cfg.special_tokens.values())
 
@@ -42,7 +48,7 @@ def build_bpe(cfg) -> tuple[Tokenizer, Any]:
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=cfg.vocab_size, min_frequency=cfg.min_frequency, special_tokens=_specials(cfg),
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=_on_terminal(),
     )
     return tok, trainer
 
@@ -57,7 +63,7 @@ def build_wordpiece(cfg) -> tuple[Tokenizer, Any]:
     tok.decoder = decoders.WordPiece(prefix="##")
     trainer = trainers.WordPieceTrainer(
         vocab_size=cfg.vocab_size, min_frequency=cfg.min_frequency, special_tokens=_specials(cfg),
-        continuing_subword_prefix="##", show_progress=False,
+        continuing_subword_prefix="##", show_progress=_on_terminal(),
     )
     return tok, trainer
 
@@ -75,7 +81,7 @@ def build_unigram(cfg) -> tuple[Tokenizer, Any]:
     tok.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme="always")
     trainer = trainers.UnigramTrainer(
         vocab_size=cfg.vocab_size - cfg.sentinels, special_tokens=_specials(cfg),
-        unk_token=cfg.special_tokens["unk"], show_progress=False,
+        unk_token=cfg.special_tokens["unk"], show_progress=_on_terminal(),
     )
     return tok, trainer
 
@@ -84,7 +90,7 @@ def build_char(cfg) -> tuple[Tokenizer, Any]:
     tok = Tokenizer(models.WordLevel(unk_token=cfg.special_tokens["unk"]))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
     trainer = trainers.WordLevelTrainer(
-        vocab_size=cfg.word_vocab_size, min_frequency=cfg.min_frequency, special_tokens=_specials(cfg), show_progress=False
+        vocab_size=cfg.word_vocab_size, min_frequency=cfg.min_frequency, special_tokens=_specials(cfg), show_progress=_on_terminal()
     )
     return tok, trainer
 
@@ -172,7 +178,7 @@ def _train_wordpiece(texts: Callable[[], Iterator[str]], kcfg) -> Tokenizer:
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     bpe.train_from_iterator(marked(), trainers.BpeTrainer(
-        vocab_size=kcfg.vocab_size, min_frequency=kcfg.min_frequency, special_tokens=_specials(kcfg), show_progress=False,
+        vocab_size=kcfg.vocab_size, min_frequency=kcfg.min_frequency, special_tokens=_specials(kcfg), show_progress=_on_terminal(),
     ))
     specials = set(_specials(kcfg))
     vocab: dict[str, int] = {}
