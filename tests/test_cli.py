@@ -30,9 +30,9 @@ def test_clean_flags_override_params(tmp_path):
 def test_clean_errors_are_clear(tmp_path):
     runner = CliRunner()
     res = runner.invoke(main, ["clean", "-i", str(tmp_path / "missing.jsonl"), "-o", str(tmp_path / "o"), "--params", str(tmp_path / "none.yaml")])
-    assert res.exit_code == 2 and "parameters file not found" in res.output
+    assert res.exit_code == 2 and "parameters file not found" in res.output  # a usage error: nothing ran
     res = runner.invoke(main, ["clean", "-i", str(tmp_path / "missing.jsonl"), "-o", str(tmp_path / "o")])
-    assert res.exit_code == 2 and "missing.jsonl: input path not found" in res.output
+    assert res.exit_code == 1 and "missing.jsonl: input path not found" in res.output  # the clean stage failed
     res = runner.invoke(main, ["clean", "--set", "clean.rules.min_sentences=zero", "-o", str(tmp_path / "o")])
     assert res.exit_code == 2 and "clean.rules.min_sentences" in res.output
     assert not (tmp_path / "o" / "stats.json").exists()
@@ -56,7 +56,7 @@ def test_tokenizer_and_tokenize_commands(tmp_path):
     assert res.exit_code == 0, res.output
     assert "token store bpe" in res.output and "train" in res.output
     res = runner.invoke(main, ["tokenize", "--kind", "wordpiece", "--params", str(params)])
-    assert res.exit_code == 2 and "no trained wordpiece tokenizer" in res.output
+    assert res.exit_code == 1 and "no trained wordpiece tokenizer" in res.output  # the tokenize stage failed
     res = runner.invoke(main, ["tokenizer", "--kind", "bogus", "--params", str(params)])
     assert res.exit_code == 2 and "bogus" in res.output
 

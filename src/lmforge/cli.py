@@ -21,9 +21,14 @@ from .errors import LmforgeError
 USER_ERRORS: tuple[type[Exception], ...] = (LmforgeError, OSError)
 
 
-def _fail(message: str) -> None:
+# Exit status: 2 when the command line, the parameters or the input are wrong (nothing ran),
+# 1 when a stage that started failed.
+USAGE, FAILED = 2, 1
+
+
+def _fail(message: str, code: int = USAGE) -> None:
     click.echo(f"error: {message}", err=True)
-    sys.exit(2)
+    sys.exit(code)
 
 
 def _log(message: str) -> None:
@@ -49,15 +54,19 @@ def _narrowed(params: Params, **sections: dict) -> Params:
 
 def _run_stages(params: Params, select: Callable | None = None) -> None:
     """Build the stage graph for ``params`` and run its stages (those ``select`` keeps) in order,
-    printing each one's summary. Errors are one line."""
+    printing each one's summary. Errors are one line: exit 2 when the graph cannot be built
+    (parameters, recipes), 1 when a stage fails."""
     from .stages import build_stages
 
     try:
-        for stage in build_stages(params, root="."):
-            if select is None or select(stage):
-                click.echo(stage.summary(stage.run(params, _log)))
+        stages = [stage for stage in build_stages(params, root=".") if select is None or select(stage)]
     except USER_ERRORS as exc:
         _fail(str(exc))
+    try:
+        for stage in stages:
+            click.echo(stage.summary(stage.run(params, _log)))
+    except USER_ERRORS as exc:
+        _fail(str(exc), FAILED)
 
 
 # The data commands build a graph without the training stages: they need no recipes.
@@ -91,6 +100,9 @@ def clean(inputs, output, params_path, overrides, workers, on_bad_input, max_doc
 
     Writes Parquet shards, stats.json and dropped/<reason>.jsonl samples to the output directory.
     Flags override params.yaml; a re-run with the same inputs resumes or reports it is up to date.
+
+    \b
+    Example: lmforge clean -i data/raw/ -o data/clean --workers 8
     """
     flags = list(overrides)
     if inputs:
@@ -114,6 +126,9 @@ def tokenizer(kinds, params_path, overrides) -> None:
     Each is saved under tokenizer.output/<kind>/ as a directory that
     transformers.PreTrainedTokenizerFast.from_pretrained loads, with metrics.json measured on
     the validation split.
+
+    \b
+    Example: lmforge tokenizer --kind bpe --kind wordpiece
     """
     params = _params(params_path, list(overrides))
     kinds = list(kinds) or list(params.tokenizer.kinds)
@@ -126,7 +141,11 @@ def tokenizer(kinds, params_path, overrides) -> None:
 @click.option("--params", "params_path", default="params.yaml", show_default=True, help="Parameters file.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a parameter.")
 def tokenize(kinds, params_path, overrides) -> None:
-    """Encode the clean corpus once per tokenizer kind into memory-mapped token stores."""
+    """Encode the clean corpus once per tokenizer kind into memory-mapped token stores.
+
+    \b
+    Example: lmforge tokenize --kind bpe
+    """
     params = _params(params_path, list(overrides))
     kinds = list(kinds) or params.tokenize.kinds or list(params.tokenizer.kinds)
     needed = list(dict.fromkeys([*params.tokenizer.kinds, *kinds]))
@@ -145,6 +164,9 @@ def dataset(objectives, mode, params_path, overrides) -> None:
 
     Writes dataset.output/<objective>/stats.json (mask rates, span lengths, label balance,
     length histogram) and, in static mode, the examples of epoch 0 as Parquet.
+
+    \b
+    Example: lmforge dataset mlm span_corruption --mode static
     """
     flags = list(overrides) + ([f"dataset.mode={mode}"] if mode else [])
     params = _params(params_path, flags)
@@ -168,6 +190,10 @@ def pretrain(architectures, params_path, overrides, restart) -> None:
     <train.output>/<arch>/pretrain only when done; the same command after an interruption resumes
     from last.ckpt. For many GPUs launch one process per device:
     torchrun --nproc_per_node N -m lmforge.cli pretrain ARCH --set train.devices=N
+
+    \b
+    Example: lmforge pretrain gpt bert --set train.max_steps=500
+             torchrun --nproc_per_node 8 -m lmforge.cli pretrain t5 --set train.size=base --set train.strategy=fsdp
     """
     params = _params(params_path, list(overrides) + (["train.restart=true"] if restart else []))
     archs = list(architectures) or list(params.train.architectures)
@@ -187,6 +213,9 @@ def finetune(architectures, tasks, params_path, overrides, from_scratch, restart
     Classification heads for the encoders, GPT, Transformer-XL, XLNet and ELMo; text-to-text
     for T5, BART and Switch. Writes <train.output>/<arch>/<task>/ (model, history, metrics);
     with --from-scratch, <train.output>/<arch>/<task>-scratch/.
+
+    \b
+    Example: lmforge finetune bert --task docstring_kind --from-scratch
     """
     params = _params(params_path, list(overrides) + (["train.restart=true"] if restart else []))
     archs = list(architectures) or list(params.train.architectures)
@@ -202,7 +231,11 @@ def finetune(architectures, tasks, params_path, overrides, from_scratch, restart
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a parameter.")
 def evaluate(architectures, params_path, overrides) -> None:
     """Collect each architecture's intrinsic and downstream results, log them, and move the
-    registry's champion alias only where the new model is better."""
+    registry's champion alias only where the new model is better.
+
+    \b
+    Example: lmforge evaluate gpt bert
+    """
     params = _params(params_path, list(overrides))
     archs = list(architectures) or list(params.train.architectures)
     _run_stages(_narrowed(params, train={"architectures": archs}), lambda s: s.kind == "evaluate")
@@ -213,7 +246,11 @@ def evaluate(architectures, params_path, overrides) -> None:
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a parameter.")
 def report(params_path, overrides) -> None:
     """Write the leaderboard (CSV, Markdown, metrics.json) and charts (loss curves, bits per
-    byte, downstream accuracy) to evaluate.output, and print the table."""
+    byte, downstream accuracy) to evaluate.output, and print the table.
+
+    \b
+    Example: lmforge report --params params.yaml
+    """
     params = _params(params_path, list(overrides))
     if not params.train.architectures:
         _fail("train.architectures is empty: there is nothing to report")
@@ -226,7 +263,11 @@ def report(params_path, overrides) -> None:
 def run(params_path, overrides) -> None:
     """Run the whole pipeline as params.yaml configures it: every stage of the stage graph
     (`lmforge stages`) in order, from clean to report. Stages whose inputs and settings are
-    unchanged say "up to date"; an interrupted training stage resumes from its checkpoint."""
+    unchanged say "up to date"; an interrupted training stage resumes from its checkpoint.
+
+    \b
+    Example: lmforge run --set train.architectures=[gpt,bert]
+    """
     _run_stages(_params(params_path, list(overrides)))
 
 
@@ -235,7 +276,11 @@ def run(params_path, overrides) -> None:
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 when dvc.yaml is not what params.yaml and the recipes give.")
 def dvc(params_path, check) -> None:
     """Write dvc.yaml from the stage graph (params.yaml and pipelines/*.yaml). Run it after
-    enabling an architecture, a tokenizer, an objective or a task; `dvc repro` then runs them."""
+    enabling an architecture, a tokenizer, an objective or a task; `dvc repro` then runs them.
+
+    \b
+    Example: lmforge dvc && dvc repro
+    """
     from pathlib import Path
 
     from .stages import build_stages, dvc_yaml, missing_param_keys, write_dvc_yaml
@@ -270,7 +315,11 @@ def tracking() -> None:
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a parameter.")
 def tracking_sync(params_path, overrides) -> None:
     """Send what training runs kept in tracking.spool_dir while their server did not answer.
-    Exit status 1 when a server still does not answer (its runs stay kept)."""
+    Exit status 1 when a server still does not answer (its runs stay kept).
+
+    \b
+    Example: lmforge tracking sync
+    """
     from .tracking.tracker import send_spooled
 
     params = _params(params_path, list(overrides))
@@ -490,7 +539,11 @@ def export(model, out_dir, task, params_path, overrides, fmt) -> None:
 @main.command()
 @click.option("--params", "params_path", default="params.yaml", show_default=True, help="Parameters file.")
 def stages(params_path) -> None:
-    """List the stage graph: each stage, its group, what it reads from and its command."""
+    """List the stage graph: each stage, its group, what it reads from and its command.
+
+    \b
+    Example: lmforge stages --params params.yaml
+    """
     from .stages import build_stages
 
     try:
