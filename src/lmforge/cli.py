@@ -305,6 +305,31 @@ def dvc(params_path, check) -> None:
     click.echo(f"{path}: {'written' if changed else 'up to date'}")
 
 
+@main.command()
+@click.option("--params", "params_path", default="params.yaml", show_default=True, help="Parameters file.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON list of {name, kind, state, reason, finished}.")
+def status(params_path, as_json) -> None:
+    """Where each stage stands: done, stale (what changed: parameters, code, inputs; or a stale
+    stage upstream), running (who holds its output), never run, or unrecorded (outputs with no
+    record in dvc.lock). Compares DVC's record of each stage's last run with the project now.
+
+    \b
+    Example: lmforge status
+             lmforge status --json | jq '.[] | select(.state == "stale") | .name'
+    """
+    import json
+
+    from .stages import build_stages
+    from .stages.status import stage_statuses, status_table
+
+    try:
+        statuses = stage_statuses(build_stages(root=".", params_path=params_path))
+    except USER_ERRORS as exc:
+        _fail(str(exc))
+        return
+    click.echo(json.dumps([s.as_dict() for s in statuses], indent=2) if as_json else status_table(statuses))
+
+
 @main.group()
 def tracking() -> None:
     """MLflow tracking: what runs kept while the server was away."""
