@@ -360,6 +360,9 @@ class TrackingConfig(_Strict):
     spool_dir: str = Field("data/tracking-spool", description="where a run keeps what it could not send while the "
                                                               "server was away (`lmforge tracking sync` sends it)")
     retry_seconds: float = Field(30.0, gt=0, description="while the server is away, ask it again this often")
+    system_metrics_seconds: float | None = Field(
+        10.0, gt=0, description="training runs log CPU, memory, disk and network use (GPU with pynvml) as system/* "
+                                "metrics this often (MLflow's system metrics); null: not at all")
 
 
 class ChecksConfig(_Strict):

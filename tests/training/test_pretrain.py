@@ -68,6 +68,24 @@ def test_pretrain_writes_model_history_metrics_and_mlflow_run(project):
     assert again["mlflow_run_id"] == metrics["mlflow_run_id"] and logs[-1] == "pretrain gpt: up to date"
 
 
+def test_a_training_run_logs_the_machine_s_use_as_system_metrics(project):
+    """MLflow's system metrics (CPU, memory, ...) sampled during the run, every
+    tracking.system_metrics_seconds, into the training run."""
+    from mlflow import MlflowClient
+
+    from lmforge import tracking
+    from lmforge.training.pretrain import run_pretrain
+
+    write_params(project, tracking={"system_metrics_seconds": 0.2}, train={"max_steps": 8})
+    params = load_params(project / "params.yaml")
+    metrics = run_pretrain(params, "gpt", log=lambda line: None)
+    client = MlflowClient(tracking.resolve_tracking_uri(params.tracking.uri))
+    keys = client.get_run(metrics["mlflow_run_id"]).data.metrics
+    for key in ("system/cpu_utilization_percentage", "system/system_memory_usage_megabytes"):
+        history = client.get_metric_history(metrics["mlflow_run_id"], key)
+        assert history and all(m.value >= 0 for m in history), sorted(keys)
+
+
 @pytest.mark.slow
 def test_resume_after_sigkill_reaches_the_same_losses(project):
     """A run killed with SIGKILL and restarted with the same command continues from its last

@@ -89,7 +89,8 @@ class Tracker:
 
     def __init__(self, uri: str | None, experiment: str, run_name: str, tags: dict[str, str] | None = None,
                  enabled: bool = True, *, spool_dir: str | Path | None = None, retry_seconds: float = 30.0,
-                 timeout_seconds: float = 5.0, log: Callable[[str], None] | None = None) -> None:
+                 timeout_seconds: float = 5.0, log: Callable[[str], None] | None = None,
+                 system_metrics_seconds: float | None = None) -> None:
         self.enabled = bool(enabled) and is_rank_zero()
         self.uri: str | None = resolve_tracking_uri(uri) if self.enabled else None
         self.experiment = experiment
@@ -103,6 +104,8 @@ class Tracker:
         self.timeout_seconds = timeout_seconds
         self.log = log or (lambda message: None)
         self._spool: Spool | None = None
+        self.system_metrics_seconds = system_metrics_seconds
+        self._monitor = None
         self._offline_since: float | None = None
         self._next_try = 0.0
         if self.enabled and self.uri.startswith(("http://", "https://")):
@@ -153,11 +156,21 @@ class Tracker:
         tags = {k: v[:MAX_TAG_LENGTH] for k, v in resolve_tags(self._initial_tags).items()}
         run = self.client.create_run(self.experiment_id, run_name=self.run_name, tags=tags)
         self.run_id = run.info.run_id
+        if self.system_metrics_seconds:
+            from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+
+            # a thread sampling CPU, memory, disk, network (and GPUs with pynvml) into system/* metrics
+            self._monitor = SystemMetricsMonitor(self.run_id, sampling_interval=self.system_metrics_seconds,
+                                                 tracking_uri=self.uri)
+            self._monitor.start()
         return self
 
     def end(self, status: str = "FINISHED") -> None:
         if not self.active:
             return
+        if self._monitor is not None:
+            self._monitor.finish()
+            self._monitor = None
         self._send({"op": "terminate", "status": status})
         if self.offline:
             self._try_again(force=True)

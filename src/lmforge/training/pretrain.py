@@ -195,7 +195,8 @@ def tracking_factory(params: Params, log: Callable[[str], None] | None = None):
             tracking.ensure_tracking_store(uri)
         t = params.tracking
         return tracking.Tracker(uri, t.experiment, run_name, tags=tags, enabled=enabled, spool_dir=t.spool_dir,
-                                retry_seconds=t.retry_seconds, timeout_seconds=t.timeout_seconds, log=log)
+                                retry_seconds=t.retry_seconds, timeout_seconds=t.timeout_seconds, log=log,
+                                system_metrics_seconds=t.system_metrics_seconds)
 
     return make
 
