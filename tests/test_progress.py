@@ -51,3 +51,14 @@ def test_on_a_terminal_a_bar_with_rate_and_count():
             p.update(done)
     text = out.getvalue()
     assert "embed" in text and "4/4" in text and "texts/s" in text
+
+
+def test_an_unknown_total_gives_the_count_alone():
+    out, clock = io.StringIO(), _Clock()
+    with Progress(None, "token store bpe", "documents", stream=out, every=10, clock=clock) as p:
+        clock.now = 12
+        p.update(300)
+        clock.now = 15
+        p.update(360)
+    assert out.getvalue().splitlines() == ["token store bpe: 300 documents (25.0 documents/s, 0:12 elapsed)",
+                                           "token store bpe: 360 documents (24.0 documents/s, 0:15 elapsed)"]

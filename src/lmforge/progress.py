@@ -18,10 +18,10 @@ def _duration(seconds: float) -> str:
 
 
 class Progress:
-    """``update(done)`` with the count done so far (of ``total`` ``unit``); ``close()`` at the end
-    (or use it as a context manager)."""
+    """``update(done)`` with the count done so far (of ``total`` ``unit``, None when unknown);
+    ``close()`` at the end (or use it as a context manager)."""
 
-    def __init__(self, total: int, label: str, unit: str = "items", *, initial: int = 0, stream: TextIO | None = None,
+    def __init__(self, total: int | None, label: str, unit: str = "items", *, initial: int = 0, stream: TextIO | None = None,
                  every: float = 10.0, clock: Callable[[], float] = time.monotonic):
         self.total, self.label, self.unit = total, label, unit
         self.stream = stream if stream is not None else sys.stderr
@@ -39,8 +39,9 @@ class Progress:
     def line(self) -> str:
         elapsed = max(self.clock() - self.start, 1e-9)
         rate = (self.done - self.initial) / elapsed
-        text = f"{self.label}: {self.done}/{self.total} {self.unit} ({rate:.1f} {self.unit}/s"
-        if 0 < self.done < self.total and rate > 0:
+        of = f"/{self.total}" if self.total else ""  # an unknown total: the count alone
+        text = f"{self.label}: {self.done}{of} {self.unit} ({rate:.1f} {self.unit}/s"
+        if self.total and 0 < self.done < self.total and rate > 0:
             text += f", {_duration((self.total - self.done) / rate)} left"
         text += f", {_duration(elapsed)} elapsed)"
         return f"{text} {self.note}" if self.note else text
@@ -54,7 +55,7 @@ class Progress:
             if note is not None:
                 self.bar.set_postfix_str(note, refresh=False)
             self.bar.update(step)
-        elif self.clock() - self.last_line >= self.every and done < self.total:
+        elif self.clock() - self.last_line >= self.every and (not self.total or done < self.total):
             self.last_line = self.clock()
             print(self.line(), file=self.stream, flush=True)
 

@@ -1,5 +1,7 @@
 """The token store: offsets, word and sentence starts on hand-checked text, splits, manifest checks."""
 
+import json
+
 import numpy as np
 import pytest
 from tokenizers import Tokenizer
@@ -88,7 +90,7 @@ def test_dtype_widens_for_large_vocabularies():
     assert token_dtype(65536) == np.uint16 and token_dtype(65537) == np.uint32
 
 
-def test_splits_are_stable_when_documents_are_added(tmp_path):
+def test_splits_are_stable_when_documents_are_added(tmp_path, capsys):
     cfg = SplitConfig(validation=0.1, test=0.1)
     ids = [f"doc{i}" for i in range(5000)]
     splits = {i: split_of(i, cfg) for i in ids}
@@ -99,7 +101,12 @@ def test_splits_are_stable_when_documents_are_added(tmp_path):
     params = params_for(tmp_path)
     write_clean(tmp_path / "clean", texts)
     run_tokenizers(params, ["bpe"], log=lambda m: None)
+    stats = json.loads((tmp_path / "clean" / "stats.json").read_text())
+    (tmp_path / "clean" / "stats.json").write_text(json.dumps({**stats, "documents_out": len(texts)}))
+    capsys.readouterr()
     build_store(params, "bpe", log=lambda m: None)
+    # off a terminal, the closing progress line: every document of the clean corpus encoded
+    assert f"token store bpe: {len(texts)}/{len(texts)} documents (" in capsys.readouterr().err
     before = {s: set(TokenStore(tmp_path / "tokens" / "bpe").split(s).doc_ids()) for s in ("train", "validation", "test")}
     more = texts + small_corpus(80, seed=9)
     write_clean(tmp_path / "clean", more)

@@ -31,6 +31,7 @@ from ..artifacts import fingerprint, finished, sha256_file, staged_dir
 from ..cleaning.text import sentence_starts
 from ..config import Params
 from ..corpus.document import CorpusError
+from ..progress import Progress
 from ..errors import LmforgeError
 from ..layout import corpus_dir, token_store_dir, tokenizer_dir
 from ..splits import SPLITS, split_of
@@ -151,13 +152,20 @@ def build_store(params: Params, kind: str, log: Callable[[str], None] = print) -
                 writers[split_of(doc_id, params.split)].add(doc_id, enc.ids, token_flags(enc, text))
             batch.clear()
 
-        for doc_id, text in iter_clean(src, params.tokenize.batch_size):
-            batch.append((doc_id, text))
-            n_bytes += len(text.encode("utf-8"))
-            if len(batch) >= params.tokenize.batch_size:
+        documents = json.loads((src / "stats.json").read_text(encoding="utf-8")).get("documents_out")  # None: unknown
+        with Progress(documents, f"token store {kind}", "documents") as bar:
+            done = 0
+            for doc_id, text in iter_clean(src, params.tokenize.batch_size):
+                batch.append((doc_id, text))
+                n_bytes += len(text.encode("utf-8"))
+                if len(batch) >= params.tokenize.batch_size:
+                    done += len(batch)
+                    flush()
+                    bar.update(done)
+            if batch:
+                done += len(batch)
                 flush()
-        if batch:
-            flush()
+                bar.update(done)
         seconds = time.perf_counter() - t0
         manifest = {
             "kind": kind,
