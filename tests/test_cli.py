@@ -85,3 +85,24 @@ def test_run_executes_every_stage_end_to_end(tmp_path):
         stats = json.loads((tmp_path / "data" / "datasets" / name / "stats.json").read_text())
         assert stats["splits"]["train"]["examples_per_epoch"] > 0, name
     assert again.returncode == 0 and again.stderr.count("up to date") == 19  # clean + 4 tokenizers + 4 stores + 10 datasets
+
+
+def test_quiet_keeps_the_results_and_the_errors_only(tmp_path, monkeypatch):
+    import random
+    import re
+
+    from .cleaning.corpus_gen import page, write_jsonl
+
+    monkeypatch.setenv("LMFORGE_VERBOSITY", "normal")  # the option sets it; restored after the test
+    rng = random.Random(5)
+    write_jsonl(tmp_path / "in.jsonl", [{"id": f"d{i}", "text": page(rng)} for i in range(60)])
+    runner = CliRunner()
+    common = ["clean", "-i", str(tmp_path / "in.jsonl"), "--workers", "1", "--set", "clean.near_dedup.enabled=false"]
+    loud = runner.invoke(main, [*common, "-o", str(tmp_path / "a")])
+    assert loud.exit_code == 0 and "clean: filter shard: 1/1 units (" in loud.stderr and "ingest:" in loud.stderr
+    quiet = runner.invoke(main, [*common, "-o", str(tmp_path / "b"), "--quiet"])
+    timeless = lambda text: re.sub(r" in [\d.]+s", "", text)  # noqa: E731
+    assert quiet.exit_code == 0 and quiet.stderr == ""
+    assert timeless(quiet.stdout) == timeless(loud.stdout).replace("/a", "/b")  # the same results
+    bad = runner.invoke(main, ["clean", "-i", str(tmp_path / "missing.jsonl"), "-o", str(tmp_path / "c"), "-q"])
+    assert bad.exit_code == 1 and bad.stderr.startswith("error: ") and len(bad.stderr.splitlines()) == 1

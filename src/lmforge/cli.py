@@ -5,6 +5,7 @@ the trained models (``generate``, ``fill-mask``, ``embed``, ``predict``, ``expor
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable
 
@@ -32,7 +33,8 @@ def _fail(message: str, code: int = USAGE) -> None:
 
 
 def _log(message: str) -> None:
-    click.echo(message, err=True)
+    if os.environ.get("LMFORGE_VERBOSITY") != "quiet":
+        click.echo(message, err=True)
 
 
 def _params(params_path: str, overrides: list[str]) -> Params:
@@ -578,6 +580,30 @@ def stages(params_path) -> None:
         return
     for s in graph:
         click.echo(f"{s.name:32s} {s.group:12s} <- {', '.join(s.upstream) or '-':40s} {s.cli}")
+
+
+# ----------------------------------------------------------------------------- --quiet / --verbose on every command
+
+def _set_verbosity(ctx, param, value) -> None:
+    # in the environment: the stages' progress (lmforge.progress) and the training processes a
+    # command starts read it too
+    if value:
+        os.environ["LMFORGE_VERBOSITY"] = param.name
+
+
+def _with_verbosity(command: click.Command) -> None:
+    command.params += [
+        click.Option(["--quiet", "-q"], is_flag=True, expose_value=False, is_eager=True, callback=_set_verbosity,
+                     help="Print results and errors only: no progress, no stage logs."),
+        click.Option(["--verbose", "-v"], is_flag=True, expose_value=False, is_eager=True, callback=_set_verbosity,
+                     help="Also the libraries' own logs and warnings (Lightning, MLflow)."),
+    ]
+    for sub in getattr(command, "commands", {}).values():
+        _with_verbosity(sub)
+
+
+for _command in main.commands.values():
+    _with_verbosity(_command)
 
 
 if __name__ == "__main__":

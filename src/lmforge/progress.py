@@ -4,6 +4,7 @@ and one at the end, so that logs stay readable."""
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -30,7 +31,9 @@ class Progress:
         self.initial = self.done = initial  # a resumed loop: the rate counts this run's work only
         self.note = ""
         self.bar = None
-        if getattr(self.stream, "isatty", lambda: False)():
+        # `lmforge --quiet`: no progress at all
+        self.silent = os.environ.get("LMFORGE_VERBOSITY") == "quiet"
+        if not self.silent and getattr(self.stream, "isatty", lambda: False)():
             from tqdm import tqdm
 
             self.bar = tqdm(total=total, initial=initial, desc=label, unit=f" {unit}", file=self.stream,
@@ -55,7 +58,7 @@ class Progress:
             if note is not None:
                 self.bar.set_postfix_str(note, refresh=False)
             self.bar.update(step)
-        elif self.clock() - self.last_line >= self.every and (not self.total or done < self.total):
+        elif not self.silent and self.clock() - self.last_line >= self.every and (not self.total or done < self.total):
             self.last_line = self.clock()
             print(self.line(), file=self.stream, flush=True)
 
@@ -64,7 +67,7 @@ class Progress:
         the line to read)."""
         if self.bar is not None:
             self.bar.close()
-        elif finished:
+        elif finished and not self.silent:
             print(self.line(), file=self.stream, flush=True)
 
     def __enter__(self) -> Progress:

@@ -27,6 +27,8 @@ def quiet() -> None:
     import warnings
 
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    if os.environ.get("LMFORGE_VERBOSITY") == "verbose":  # `lmforge --verbose`: everything the libraries say
+        return
     for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero",
                  "lightning.pytorch.accelerators.cuda"):
         logging.getLogger(name).setLevel(logging.WARNING)
