@@ -12,8 +12,9 @@ content does not change the work, and it needs no download.
 
 ``ours``: the pretraining stage's own loop: ``LMForgeModule`` (fused AdamW, the cosine
 schedule, gradient clipping at 1.0, the per-step finite-loss check), ``ObjectiveDataModule``
-(examples built by the objective in ``--workers`` DataLoader processes, the stage's collate) and
-the Trainer of ``training.run.build_trainer`` at bf16-mixed precision; ``-compiled`` adds
+(examples built by the objective in ``--workers`` DataLoader processes, the stage's collate),
+the stage's callbacks (its loss history, its progress lines) and the Trainer of
+``training.run.build_trainer`` at bf16-mixed precision; ``-compiled`` adds
 ``train.compile`` (``torch.compile`` of the model). ``hf``: the same model converted with
 ``interop.hf.to_hf`` (same weights), trained by ``transformers.Trainer`` (bf16 autocast,
 ``adamw_torch_fused``, the same schedule and clipping, ``torch_compile`` for ``-compiled``) on
@@ -61,7 +62,8 @@ from lmforge.objectives.registry import OBJECTIVES
 from lmforge.training.data import ObjectiveDataModule
 from lmforge.training.module import LMForgeModule
 from lmforge.training.recipes import OptimConfig
-from lmforge.training.run import build_trainer
+from lmforge.training.progress import TrainingProgress
+from lmforge.training.run import History, build_trainer
 
 # the dense bf16 tensor-core peak of each GPU (SXM parts), TFLOP/s
 PEAK_TFLOPS = {"H200": 989.4, "H100": 989.4, "A100": 312.0}
@@ -182,7 +184,10 @@ def run_ours(model, spec, objective, *, batch, warmup, steps, compile, workers, 
     data = ObjectiveDataModule(objective, None, batch_size=batch, micro_steps=warmup + steps, seed=0,
                                pad_id=spec["vocab"].pad or 0, ordered=False, num_workers=workers)
     clock = _Clock(warmup, steps, accelerator == "gpu")
-    trainer = build_trainer(params, optim, Path(work_dir), [_LightningClock(clock)], has_validation=False)
+    # the stage's own callbacks too: its loss history and its progress lines
+    history = History(params.train.log_every)
+    callbacks = [_LightningClock(clock), history, TrainingProgress(f"mfu {spec['preset']}", history)]
+    trainer = build_trainer(params, optim, Path(work_dir), callbacks, has_validation=False)
     trainer.fit(module, datamodule=data)
     return clock
 
