@@ -89,4 +89,8 @@ def test_mlflow_models_serve_answers_with_the_same_labels(registered, tmp_path):
         assert [row["label"] for row in answer["predictions"]] == want
     finally:
         server.terminate()
-        server.wait(timeout=30)
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # a server slow to stop on a loaded machine is not what is tested
+            server.kill()
+            server.wait(timeout=30)

@@ -157,7 +157,12 @@ class Tracker:
         run = self.client.create_run(self.experiment_id, run_name=self.run_name, tags=tags)
         self.run_id = run.info.run_id
         if self.system_metrics_seconds:
+            import logging
+
             from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+
+            if os.environ.get("LMFORGE_VERBOSITY") != "verbose":  # its start and stop lines are not the stage's news
+                logging.getLogger("mlflow.system_metrics").setLevel(logging.WARNING)
 
             # a thread sampling CPU, memory, disk, network (and GPUs with pynvml) into system/* metrics
             self._monitor = SystemMetricsMonitor(self.run_id, sampling_interval=self.system_metrics_seconds,
