@@ -18,6 +18,17 @@ def _duration(seconds: float) -> str:
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
 
 
+def bar_on_terminal(stream: TextIO | None = None) -> bool:
+    """Whether a live bar is drawn: ``stream`` (stderr) is a terminal and ``lmforge --quiet`` is
+    not in force. The tokenizer trainers ask this for their own bars too."""
+    stream = stream if stream is not None else sys.stderr
+    return not _quiet() and bool(getattr(stream, "isatty", lambda: False)())
+
+
+def _quiet() -> bool:
+    return os.environ.get("LMFORGE_VERBOSITY") == "quiet"
+
+
 class Progress:
     """``update(done)`` with the count done so far (of ``total`` ``unit``, None when unknown);
     ``close()`` at the end (or use it as a context manager)."""
@@ -31,9 +42,8 @@ class Progress:
         self.initial = self.done = initial  # a resumed loop: the rate counts this run's work only
         self.note = ""
         self.bar = None
-        # `lmforge --quiet`: no progress at all
-        self.silent = os.environ.get("LMFORGE_VERBOSITY") == "quiet"
-        if not self.silent and getattr(self.stream, "isatty", lambda: False)():
+        self.silent = _quiet()  # `lmforge --quiet`: no progress at all
+        if bar_on_terminal(self.stream):
             from tqdm import tqdm
 
             self.bar = tqdm(total=total, initial=initial, desc=label, unit=f" {unit}", file=self.stream,

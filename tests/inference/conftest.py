@@ -1,6 +1,7 @@
 """Model folders of every architecture, randomly initialised (seeded) with the tokenizers of the
 synthetic docstring corpus, as ``lmforge pretrain`` writes them."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,14 @@ def write_model(params, arch: str, out: Path, head: str | None = None, num_label
     model = build_model(PRESETS[arch], head=head, num_labels=num_labels, **overrides)
     return save_model_dir(model, PRESETS[arch], head, overrides, out, num_labels=num_labels,
                           extra_files={"tokenizer": tok})
+
+
+def write_toy_classifier(params, run: Path) -> Path:
+    """A BERT classifier run folder (model + task record) with three labels; returns the model folder."""
+    model_dir = write_model(params, "bert", run / "model", head="classification", num_labels=3)
+    (model_dir / "task.json").write_text(json.dumps({"labels": ["module", "class", "function"], "mode": "classification",
+                                                     "prefix": "toy", "max_length": 32}))
+    return model_dir
 
 
 def redraw_weights(loaded, std: float, seed: int):

@@ -12,7 +12,7 @@ from lmforge.inference.export import export_model
 from lmforge.inference.fill_mask import fill_mask
 from lmforge.inference.loading import InferenceError, load
 
-from .conftest import redraw_weights, write_model
+from .conftest import redraw_weights, write_model, write_toy_classifier
 
 AUTO = {"gpt": transformers.AutoModelForCausalLM, "xlnet": transformers.AutoModelForCausalLM,
         "bert": transformers.AutoModelForPreTraining, "ernie": transformers.AutoModelForPreTraining,
@@ -100,9 +100,7 @@ def test_export_round_trip(models, corpus, arch, tmp_path):
 def test_exported_classifier_keeps_its_labels(corpus, tmp_path):
     params, _ = corpus
     run = tmp_path / "bert" / "toy"
-    model_dir = write_model(params, "bert", run / "model", head="classification", num_labels=3)
-    (model_dir / "task.json").write_text(json.dumps({"labels": ["module", "class", "function"], "mode": "classification",
-                                                     "prefix": "toy", "max_length": 32}))
+    write_toy_classifier(params, run)
     (run / "metrics.json").write_text(json.dumps({"task": "toy", "init": "pretrained", "steps": 10,
                                                   "test": {"accuracy": 0.5, "macro_f1": 0.4}}))
     loaded = load(run)

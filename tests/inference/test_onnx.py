@@ -11,7 +11,7 @@ import torch
 from lmforge.inference.export import NO_ONNX, export_onnx, onnx_inputs
 from lmforge.inference.loading import InferenceError, load
 
-from .conftest import PRESETS, redraw_weights, write_model
+from .conftest import PRESETS, redraw_weights, write_toy_classifier
 
 ort = pytest.importorskip("onnxruntime")
 ONNX_ARCHS = [a for a in PRESETS if a not in NO_ONNX]
@@ -49,9 +49,7 @@ def test_onnx_runtime_gives_our_logits(models, arch, tmp_path):
 def test_an_onnx_classifier_keeps_its_labels(corpus, tmp_path):
     params, _ = corpus
     run = tmp_path / "bert" / "toy"
-    model_dir = write_model(params, "bert", run / "model", head="classification", num_labels=3)
-    (model_dir / "task.json").write_text(json.dumps({"labels": ["module", "class", "function"], "mode": "classification",
-                                                     "prefix": "toy", "max_length": 32}))
+    write_toy_classifier(params, run)
     loaded = load(run)
     out = export_onnx(loaded, tmp_path / "onnx")
     assert json.loads((out / "onnx.json").read_text())["labels"] == ["module", "class", "function"]

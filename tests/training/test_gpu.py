@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import math
 import os
-import signal
 import subprocess
 import sys
-import time
 
 import pytest
 import torch
@@ -20,7 +18,7 @@ import torch
 from lmforge.config import ARCHITECTURE_NAMES, load_params
 
 from .conftest import edit_recipe, write_params
-from .test_pretrain import _free_port, history, lmforge
+from .test_pretrain import _free_port, history, kill_after_first_checkpoint, lmforge
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
@@ -62,17 +60,7 @@ def test_an_fsdp_checkpoint_resumes_after_sigkill_with_the_same_losses(project):
     edit_recipe(project, "gpt", model=no_dropout)
     write_params(project, train={**GPU, "strategy": "fsdp", "max_steps": steps, "checkpoint_every": 25},
                  tracking={"enabled": False})
-    attempts = project / "models" / "gpt" / ".pretrain.attempts"
-    proc = lmforge(project, "pretrain", "gpt")
-    deadline = time.time() + 300
-    while not list(attempts.glob("*/checkpoints/last.ckpt")):
-        assert proc.poll() is None, proc.communicate()[1][-3000:]
-        assert time.time() < deadline
-        time.sleep(0.01)
-    time.sleep(0.5)
-    assert proc.poll() is None, "the run finished before it could be killed; make it longer"
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    kill_after_first_checkpoint(project, "gpt")
     resumed = lmforge(project, "pretrain", "gpt")
     _, err = resumed.communicate(timeout=600)
     assert resumed.returncode == 0, err[-3000:]

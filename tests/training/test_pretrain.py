@@ -86,23 +86,28 @@ def test_a_training_run_logs_the_machine_s_use_as_system_metrics(project):
         assert history and all(m.value >= 0 for m in history), sorted(keys)
 
 
-@pytest.mark.slow
-def test_resume_after_sigkill_reaches_the_same_losses(project):
-    """A run killed with SIGKILL and restarted with the same command continues from its last
-    checkpoint (data position, optimizer, schedule, RNG) and logs the losses an uninterrupted run logs."""
-    steps = 40
-    common = ["--set", f"train.max_steps={steps}", "--set", "train.checkpoint_every=5", "--set", "tracking.enabled=false"]
-    attempts = project / "models" / "gpt" / ".pretrain.attempts"
-    proc = lmforge(project, "pretrain", "gpt", *common)
+def kill_after_first_checkpoint(root: Path, arch: str, *args: str) -> None:
+    """Start ``lmforge pretrain arch *args`` and SIGKILL it once its first last.ckpt is written."""
+    attempts = root / "models" / arch / ".pretrain.attempts"
+    proc = lmforge(root, "pretrain", arch, *args)
     deadline = time.time() + 300
     while not list(attempts.glob("*/checkpoints/last.ckpt")):
-        assert proc.poll() is None, proc.communicate()[1]
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
         assert time.time() < deadline
         time.sleep(0.01)
     time.sleep(0.3)
     assert proc.poll() is None, "the run finished before it could be killed; make it longer"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
+
+
+@pytest.mark.slow
+def test_resume_after_sigkill_reaches_the_same_losses(project):
+    """A run killed with SIGKILL and restarted with the same command continues from its last
+    checkpoint (data position, optimizer, schedule, RNG) and logs the losses an uninterrupted run logs."""
+    steps = 40
+    common = ["--set", f"train.max_steps={steps}", "--set", "train.checkpoint_every=5", "--set", "tracking.enabled=false"]
+    kill_after_first_checkpoint(project, "gpt", *common)
     assert not (project / "models" / "gpt" / "pretrain" / "metrics.json").exists()
     resumed = lmforge(project, "pretrain", "gpt", *common)
     _, err = resumed.communicate(timeout=600)

@@ -66,7 +66,11 @@ def _write_tokenizer(loaded: LoadedModel, out: Path) -> None:
     tokenizer.save(str(out / "tokenizer.json"))
 
 
-def _card(loaded: LoadedModel, run: dict | None) -> str:
+def _card(loaded: LoadedModel, usage: list[str]) -> str:
+    """README.md: the model, its run's task, steps and metrics (``metrics.json`` beside the model
+    folder, when there is one), then ``usage`` (how to load the format written)."""
+    run_metrics = loaded.directory.parent / "metrics.json"
+    run = json.loads(run_metrics.read_text(encoding="utf-8")) if run_metrics.is_file() else None
     meta = loaded.meta
     lines = [f"# {loaded.arch} ({meta['preset']}), trained with lmforge", ""]
     if loaded.task:
@@ -85,10 +89,14 @@ def _card(loaded: LoadedModel, run: dict | None) -> str:
             if isinstance(b, dict) and "accuracy" in b:
                 lines.append(f"| baseline: {name} | accuracy {b['accuracy']:.4f} |")
         lines.append("")
-    lines += ["Load it with `transformers`:", "", "```python", "from transformers import AutoModel, AutoTokenizer",
-              "model = AutoModel.from_pretrained(\"<this folder>\")", "tokenizer = AutoTokenizer.from_pretrained(\"<this folder>\")",
-              "```", ""]
-    return "\n".join(lines)
+    return "\n".join(lines + usage)
+
+
+def _new_folder(out: str | Path) -> Path:
+    out = Path(out)
+    if out.exists() and any(out.iterdir()):
+        raise InferenceError(f"{out} exists and is not empty; choose a new folder")
+    return out
 
 
 def export_model(loaded: LoadedModel, out: str | Path) -> Path:
@@ -99,9 +107,7 @@ def export_model(loaded: LoadedModel, out: str | Path) -> Path:
 
     if loaded.arch in NO_TRANSFORMERS:
         raise InferenceError(f"{loaded.arch} has no transformers counterpart to export to")
-    out = Path(out)
-    if out.exists() and any(out.iterdir()):
-        raise InferenceError(f"{out} exists and is not empty; choose a new folder")
+    out = _new_folder(out)
     v = loaded.vocab
     try:
         export(loaded.model, out, loaded.tokenizer.directory, pad_token_id=v.pad, bos_token_id=v.bos, eos_token_id=v.eos)
@@ -114,9 +120,10 @@ def export_model(loaded: LoadedModel, out: str | Path) -> Path:
         config["id2label"] = {str(i): name for i, name in enumerate(loaded.task["labels"])}
         config["label2id"] = {name: i for i, name in enumerate(loaded.task["labels"])}
         config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    run_metrics = loaded.directory.parent / "metrics.json"
-    run = json.loads(run_metrics.read_text(encoding="utf-8")) if run_metrics.is_file() else None
-    (out / "README.md").write_text(_card(loaded, run), encoding="utf-8")
+    usage = ["Load it with `transformers`:", "", "```python", "from transformers import AutoModel, AutoTokenizer",
+             "model = AutoModel.from_pretrained(\"<this folder>\")",
+             "tokenizer = AutoTokenizer.from_pretrained(\"<this folder>\")", "```", ""]
+    (out / "README.md").write_text(_card(loaded, usage), encoding="utf-8")
     return out
 
 
@@ -152,9 +159,7 @@ def export_onnx(loaded: LoadedModel, out: str | Path) -> Path:
         import onnxscript  # noqa: F401  (torch.onnx's exporter needs it)
     except ImportError:
         raise InferenceError("ONNX export needs the onnx extra: pip install 'lmforge[onnx]'") from None
-    out = Path(out)
-    if out.exists() and any(out.iterdir()):
-        raise InferenceError(f"{out} exists and is not empty; choose a new folder")
+    out = _new_folder(out)
     names = onnx_inputs(loaded)
     model = loaded.model.eval()
     ordinary = torch.tensor(sorted(set(range(loaded.vocab.size)) - set(loaded.vocab.special_ids)))
@@ -186,11 +191,8 @@ def export_onnx(loaded: LoadedModel, out: str | Path) -> Path:
         described["labels"] = list(loaded.task["labels"])
     (out / "onnx.json").write_text(json.dumps(described, indent=2) + "\n", encoding="utf-8")
     _write_tokenizer(loaded, out)
-    run_metrics = loaded.directory.parent / "metrics.json"
-    run = json.loads(run_metrics.read_text(encoding="utf-8")) if run_metrics.is_file() else None
-    card = _card(loaded, run).split("Load it with `transformers`:")[0]
-    card += ("Run it with ONNX Runtime:\n\n```python\nimport onnxruntime\n"
-             "session = onnxruntime.InferenceSession(\"<this folder>/model.onnx\")\n"
-             f"logits = session.run([\"logits\"], {{{', '.join(f'{n!r}: ...' for n in names)}}})[0]\n```\n")
-    (out / "README.md").write_text(card, encoding="utf-8")
+    usage = ["Run it with ONNX Runtime:", "", "```python", "import onnxruntime",
+             "session = onnxruntime.InferenceSession(\"<this folder>/model.onnx\")",
+             f"logits = session.run([\"logits\"], {{{', '.join(f'{n!r}: ...' for n in names)}}})[0]", "```", ""]
+    (out / "README.md").write_text(_card(loaded, usage), encoding="utf-8")
     return out

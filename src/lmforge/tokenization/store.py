@@ -31,9 +31,9 @@ from ..artifacts import fingerprint, finished, sha256_file, staged_dir
 from ..cleaning.text import sentence_starts
 from ..config import Params
 from ..corpus.document import CorpusError
-from ..progress import Progress
 from ..errors import LmforgeError
 from ..layout import corpus_dir, token_store_dir, tokenizer_dir
+from ..progress import Progress
 from ..splits import SPLITS, split_of
 from ..token_flags import SENTENCE_START, WORD_START
 from .corpus import clean_shards, iter_clean
@@ -131,6 +131,7 @@ def build_store(params: Params, kind: str, log: Callable[[str], None] = print) -
     src = corpus_dir(params)
     if not (src / "stats.json").exists():
         raise CorpusError(f"{src}: no cleaned corpus (stats.json missing); run `lmforge clean` first")
+    documents = json.loads((src / "stats.json").read_text(encoding="utf-8")).get("documents_out")  # None: unknown
     tok_sha = tokenizer_sha256(tok_dir)
     out = token_store_dir(params, kind)
     fp = _fingerprint(params, kind, tok_sha)
@@ -146,26 +147,21 @@ def build_store(params: Params, kind: str, log: Callable[[str], None] = print) -
         n_bytes = 0
         batch: list[tuple[str, str]] = []
 
-        def flush() -> None:
+        def flush(bar: Progress) -> None:
             encs = tok.encode_batch([t for _, t in batch], add_special_tokens=False)
             for (doc_id, text), enc in zip(batch, encs):
                 writers[split_of(doc_id, params.split)].add(doc_id, enc.ids, token_flags(enc, text))
+            bar.update(bar.done + len(batch))
             batch.clear()
 
-        documents = json.loads((src / "stats.json").read_text(encoding="utf-8")).get("documents_out")  # None: unknown
         with Progress(documents, f"token store {kind}", "documents") as bar:
-            done = 0
             for doc_id, text in iter_clean(src, params.tokenize.batch_size):
                 batch.append((doc_id, text))
                 n_bytes += len(text.encode("utf-8"))
                 if len(batch) >= params.tokenize.batch_size:
-                    done += len(batch)
-                    flush()
-                    bar.update(done)
+                    flush(bar)
             if batch:
-                done += len(batch)
-                flush()
-                bar.update(done)
+                flush(bar)
         seconds = time.perf_counter() - t0
         manifest = {
             "kind": kind,

@@ -9,7 +9,6 @@ loads with its special tokens set (``tokenizer.json`` + ``tokenizer_config.json`
 from __future__ import annotations
 
 import json
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,6 +22,7 @@ from ..chars import BOS_CHAR, BOW_CHAR, CHAR_VOCAB_SIZE, EOS_CHAR, EOW_CHAR, PAD
 from ..config import Params, TokenizerConfig
 from ..corpus.document import CorpusError
 from ..layout import corpus_dir, tokenizer_dir
+from ..progress import bar_on_terminal
 from ..splits import split_of
 from .corpus import clean_shards, iter_clean
 from ..tokenizer_kinds import KIND_INFO, architectures_for
@@ -31,11 +31,6 @@ from ..tokenizer_kinds import KIND_INFO, architectures_for
 _HF_ROLE = {"bos": "bos_token", "eos": "eos_token", "unk": "unk_token", "pad": "pad_token",
             "cls": "cls_token", "sep": "sep_token", "mask": "mask_token"}
 _SCORE_DECIMALS = 5
-
-
-def _on_terminal() -> bool:
-    """The trainers draw their own progress bar, on a terminal only (logs elsewhere stay plain)."""
-    return sys.stderr.isatty()
 
 
 def _specials(cfg) -> list[str]:
@@ -48,7 +43,7 @@ def build_bpe(cfg) -> tuple[Tokenizer, Any]:
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=cfg.vocab_size, min_frequency=cfg.min_frequency, special_tokens=_specials(cfg),
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=_on_terminal(),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=bar_on_terminal(),
     )
     return tok, trainer
 
@@ -63,7 +58,7 @@ def build_wordpiece(cfg) -> tuple[Tokenizer, Any]:
     tok.decoder = decoders.WordPiece(prefix="##")
     trainer = trainers.WordPieceTrainer(
         vocab_size=cfg.vocab_size, min_frequency=cfg.min_frequency, special_tokens=_specials(cfg),
-        continuing_subword_prefix="##", show_progress=_on_terminal(),
+        continuing_subword_prefix="##", show_progress=bar_on_terminal(),
     )
     return tok, trainer
 
@@ -81,7 +76,7 @@ def build_unigram(cfg) -> tuple[Tokenizer, Any]:
     tok.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme="always")
     trainer = trainers.UnigramTrainer(
         vocab_size=cfg.vocab_size - cfg.sentinels, special_tokens=_specials(cfg),
-        unk_token=cfg.special_tokens["unk"], show_progress=_on_terminal(),
+        unk_token=cfg.special_tokens["unk"], show_progress=bar_on_terminal(),
     )
     return tok, trainer
 
@@ -90,7 +85,7 @@ def build_char(cfg) -> tuple[Tokenizer, Any]:
     tok = Tokenizer(models.WordLevel(unk_token=cfg.special_tokens["unk"]))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
     trainer = trainers.WordLevelTrainer(
-        vocab_size=cfg.word_vocab_size, min_frequency=cfg.min_frequency, special_tokens=_specials(cfg), show_progress=_on_terminal()
+        vocab_size=cfg.word_vocab_size, min_frequency=cfg.min_frequency, special_tokens=_specials(cfg), show_progress=bar_on_terminal()
     )
     return tok, trainer
 
@@ -178,7 +173,7 @@ def _train_wordpiece(texts: Callable[[], Iterator[str]], kcfg) -> Tokenizer:
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     bpe.train_from_iterator(marked(), trainers.BpeTrainer(
-        vocab_size=kcfg.vocab_size, min_frequency=kcfg.min_frequency, special_tokens=_specials(kcfg), show_progress=_on_terminal(),
+        vocab_size=kcfg.vocab_size, min_frequency=kcfg.min_frequency, special_tokens=_specials(kcfg), show_progress=bar_on_terminal(),
     ))
     specials = set(_specials(kcfg))
     vocab: dict[str, int] = {}
