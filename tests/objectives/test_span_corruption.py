@@ -224,6 +224,10 @@ def test_statistics():
     stats = obj.statistics(examples)
     assert abs(stats["noise_fraction"] - 0.15) < 0.01
     assert abs(stats["mean_noise_span_length"] - 3.0) < 0.25
+    spans = {int(n): c for n, c in stats["noise_span_lengths"].items()}  # the histogram of the same spans
+    assert sum(spans.values()) == round(stats["noise_spans_per_example"] * len(examples))
+    assert sum(n * c for n, c in spans.items()) / sum(spans.values()) == pytest.approx(stats["mean_noise_span_length"], abs=1e-4)
+    assert min(spans) >= 1 and len(spans) > 2
     dist = stats["target_length_distribution"]
     assert dist["max"] <= 29 and dist["min"] >= 2 and dist["p50"] <= dist["p95"]
     assert stats["expected_target_length"] == 29 and stats["raw_length"] == 141

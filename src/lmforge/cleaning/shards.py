@@ -3,6 +3,7 @@ the counts a pass keeps per shard, and one resumable pass over a shard."""
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -19,6 +20,25 @@ from .storage import is_done, mark_done, write_parquet
 
 WORK_SCHEMA = SCHEMA.append(pa.field("ordinal", pa.int64()))
 _SAMPLE_CHARS = 2000
+
+
+# Document lengths are counted in fixed bins (bytes of UTF-8 text), so the histogram costs the
+# same memory whatever the corpus: bin i holds lengths in [LENGTH_BOUNDS[i], LENGTH_BOUNDS[i + 1]),
+# the last bin every length from LENGTH_BOUNDS[-1] up.
+LENGTH_BOUNDS: tuple[int, ...] = (0, *(1 << k for k in range(5, 21)))
+
+
+class LengthHistogram:
+    """Documents counted by their length in bytes, in the bins of :data:`LENGTH_BOUNDS`."""
+
+    def __init__(self) -> None:
+        self.counts = [0] * len(LENGTH_BOUNDS)
+
+    def add(self, n_bytes: int) -> None:
+        self.counts[bisect.bisect_right(LENGTH_BOUNDS, n_bytes) - 1] += 1
+
+    def to_list(self) -> list[int]:
+        return list(self.counts)
 
 
 def shard_name(i: int) -> str:
@@ -63,6 +83,8 @@ class ShardStats:
     dropped: Counter = field(default_factory=Counter)  # reason -> documents
     dropped_bytes: Counter = field(default_factory=Counter)  # reason -> bytes (text when dropped)
     lines: Counter = field(default_factory=Counter)  # line:<reason> -> lines removed
+    languages: Counter = field(default_factory=Counter)  # language ID's verdict -> documents it looked at
+    languages_dropped: Counter = field(default_factory=Counter)  # ... of them dropped by the language rule
     samples: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     def drop(self, reason: str, doc: Document, ordinal: int, keep_samples: int) -> None:
@@ -74,7 +96,8 @@ class ShardStats:
 
     def to_dict(self) -> dict[str, Any]:
         return {"dropped": dict(self.dropped), "dropped_bytes": dict(self.dropped_bytes),
-                "lines": dict(self.lines), "samples": self.samples}
+                "lines": dict(self.lines), "languages": dict(self.languages),
+                "languages_dropped": dict(self.languages_dropped), "samples": self.samples}
 
 
 def merge_stats(paths: Iterable[Path], keep_samples: int) -> ShardStats:
@@ -85,6 +108,8 @@ def merge_stats(paths: Iterable[Path], keep_samples: int) -> ShardStats:
         total.dropped.update(d["dropped"])
         total.dropped_bytes.update(d["dropped_bytes"])
         total.lines.update(d["lines"])
+        total.languages.update(d.get("languages", {}))  # absent from the work of an earlier version
+        total.languages_dropped.update(d.get("languages_dropped", {}))
         for reason, items in d["samples"].items():
             bucket = total.samples.setdefault(reason, [])
             bucket.extend(items[: max(0, keep_samples - len(bucket))])

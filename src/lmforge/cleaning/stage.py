@@ -28,10 +28,10 @@ from ..corpus.document import SCHEMA, CorpusError, Document
 from ..corpus.sources import InputReport, iter_documents
 from ..progress import Progress
 from .dedup.lines import dedup_apply, dedup_map, dedup_reduce
-from .dedup.minhash import minhash_map, minhash_reduce, near_duplicates
+from .dedup.minhash import cluster_sizes, minhash_map, minhash_reduce, near_duplicates
 from .dedup.urls import normalize_url, url_losers, url_map, url_reduce
 from .filters import build_steps
-from .shards import ShardStats, docs_to_table, merge_stats, rewrite_shard, shard_name
+from .shards import LENGTH_BOUNDS, LengthHistogram, ShardStats, docs_to_table, merge_stats, rewrite_shard, shard_name
 from .storage import is_done, mark_done, write_parquet
 
 _PART_BYTES = 32 << 20  # line-dedup partition: about this much text per partition
@@ -64,6 +64,11 @@ def _filter_shard(work: str, shard: int, cfg_json: str, n_url_parts: int) -> boo
             return "url_duplicate"
         for step in steps:
             reason = step(doc, stats.lines)
+            if step.name == "language":  # what language ID said of every document it looked at
+                lang = str(doc.metadata.get("language"))
+                stats.languages[lang] += 1
+                if reason is not None:
+                    stats.languages_dropped[lang] += 1
             if reason is not None:
                 return reason
         return None
@@ -141,6 +146,7 @@ def _ingest(cfg: CleanConfig, wd: Path, log: Callable[[str], None]) -> dict[str,
     report = InputReport()
     shard, buf, ords = 0, [], []
     n_docs = n_bytes = 0
+    lengths = LengthHistogram()
 
     def flush() -> None:
         nonlocal shard, buf, ords
@@ -155,7 +161,9 @@ def _ingest(cfg: CleanConfig, wd: Path, log: Callable[[str], None]) -> dict[str,
         buf.append(doc)
         ords.append(n_docs)
         n_docs += 1
-        n_bytes += len(doc.text.encode("utf-8"))
+        size = len(doc.text.encode("utf-8"))
+        n_bytes += size
+        lengths.add(size)
         if len(buf) == cfg.shard_size:
             flush()
     if buf:
@@ -163,7 +171,8 @@ def _ingest(cfg: CleanConfig, wd: Path, log: Callable[[str], None]) -> dict[str,
     if n_docs == 0:
         detail = f"; skipped inputs: {report.skipped}" if report.skipped else ""
         raise CorpusError(f"empty corpus: the inputs {cfg.inputs} yielded no documents{detail}")
-    manifest = {"shards": shard, "documents": n_docs, "bytes": n_bytes, "inputs": report.to_dict()}
+    manifest = {"shards": shard, "documents": n_docs, "bytes": n_bytes, "inputs": report.to_dict(),
+                "length_histogram": lengths.to_list()}
     atomic_write_json(manifest_path, manifest)
     log(f"ingest: {n_docs} documents, {n_bytes / 1e6:.1f} MB in {shard} shards")
     return manifest
@@ -223,12 +232,14 @@ def run_clean(cfg: CleanConfig, log: Callable[[str], None] = print) -> CleanResu
             log(f"line dedup ({cfg.line_dedup.mode}): done")
 
         near_drops: dict[int, int] = {}
+        clusters: dict[int, int] | None = None
         if cfg.near_dedup.enabled:
             nd = cfg.near_dedup
             n_parts = max(1, math.ceil(manifest["documents"] / _PART_DOCS))
             run_all(minhash_map, [(str(wd), s, cfg_json, source, n_parts) for s in range(n_shards)])
             run_all(minhash_reduce, [(str(wd), u, n_shards, nd.verify_threshold) for u in range(nd.bands * n_parts)])
             near_drops = near_duplicates(wd, nd.bands * n_parts)
+            clusters = cluster_sizes(near_drops)
             log(f"near dedup: {len(near_drops)} near-duplicates")
 
         (wd / "final").mkdir(exist_ok=True)
@@ -243,7 +254,12 @@ def run_clean(cfg: CleanConfig, log: Callable[[str], None] = print) -> CleanResu
     with staged_dir(output) as staged:
         for s in range(n_shards):
             os.replace(wd / "final" / f"{shard_name(s)}.parquet", staged / f"{shard_name(s)}.parquet")
-        stats = _final_stats(cfg, wd, staged, manifest, n_shards, source, fp)
+        stats = _final_stats(cfg, wd, staged, manifest, n_shards, source, fp, clusters)
+        # the pictures of stats.json (imported here: the pool's workers import this module)
+        from ..charts import write_charts
+        from ..charts.corpus import clean_charts
+
+        write_charts(staged, clean_charts(stats), log)
     if not cfg.keep_work:
         shutil.rmtree(wd, ignore_errors=True)
     return CleanResult(output, stats, time.perf_counter() - t0)
@@ -264,19 +280,24 @@ def _outputs_intact(output: Path, stats: dict[str, Any]) -> bool:
     return bool(stats.get("shards"))
 
 
-def _final_stats(cfg, wd: Path, output: Path, manifest, n_shards: int, source: str, fp: str) -> dict[str, Any]:
+def _final_stats(cfg, wd: Path, output: Path, manifest, n_shards: int, source: str, fp: str,
+                 clusters: dict[int, int] | None) -> dict[str, Any]:
     phase_dirs = ["filter"] + (["dedup"] if source == "dedup" else []) + ["final"]
     paths = []
     for d in phase_dirs:
         paths += [wd / d / f"{shard_name(s)}.stats.json" for s in range(n_shards)]
     merged = merge_stats(sorted(paths, key=lambda p: (phase_dirs.index(p.parent.name), p.name)), cfg.dropped_samples)
     docs_out = bytes_out = 0
+    lengths_out = LengthHistogram()
     shards = {}
     for s in range(n_shards):
         p = output / f"{shard_name(s)}.parquet"
         t = pq.read_table(p, columns=["text"])
         docs_out += t.num_rows
-        bytes_out += sum(len(x.encode("utf-8")) for x in t.column("text").to_pylist())
+        for x in t.column("text").to_pylist():
+            size = len(x.encode("utf-8"))
+            bytes_out += size
+            lengths_out.add(size)
         shards[p.name] = sha256_file(p)
     stats = {
         "documents_in": manifest["documents"],
@@ -287,6 +308,14 @@ def _final_stats(cfg, wd: Path, output: Path, manifest, n_shards: int, source: s
         "bytes_kept_fraction": round(bytes_out / max(1, manifest["bytes"]), 6),
         "dropped": {r: {"documents": merged.dropped[r], "bytes": merged.dropped_bytes[r]} for r in sorted(merged.dropped)},
         "lines_removed": dict(sorted(merged.lines.items())),
+        # documents by length in bytes: bin i from lower_bounds[i] to the next bound, the last open
+        "length_histogram": {"lower_bounds": list(LENGTH_BOUNDS), "documents_in": manifest.get("length_histogram"),
+                             "documents_out": lengths_out.to_list()},
+        # language ID's verdicts (language code -> documents), and those the language rule dropped
+        "languages": {"seen": dict(merged.languages.most_common()),
+                      "dropped": dict(merged.languages_dropped.most_common())} if cfg.language.enabled else None,
+        # near-duplicate clusters (a kept document and its dropped near-copies): size -> clusters
+        "near_duplicate_clusters": {str(k): v for k, v in clusters.items()} if clusters is not None else None,
         "inputs": manifest["inputs"],
         "shards": shards,
         "fingerprint": fp,

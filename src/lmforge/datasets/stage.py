@@ -115,4 +115,16 @@ def build_dataset(params: Params, name: str, log: Callable[[str], None] = print)
             log(f"dataset {name} ({split}): {n} examples per epoch, "
                 f"{stats.get('labels_per_input_token', 0):.3f} labels per input token")
         (tmp / "stats.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        _draw(params, name, summary, tmp, log)
     return summary
+
+
+def _draw(params: Params, name: str, summary: dict[str, Any], out: Path, log: Callable[[str], None]) -> None:
+    """The dataset's pictures: input lengths, and the realised noise against the configured one."""
+    from ..charts import write_charts
+    from ..charts.datasets import dataset_charts
+    from .rates import NOISE
+
+    noise = NOISE.get(name)
+    figures = noise.figures(summary["splits"]["train"], getattr(params.dataset, name)) if noise else None
+    write_charts(out, dataset_charts(summary, figures, params.checks.mask_rate_tolerance), log)

@@ -205,6 +205,7 @@ class SpanCorruption(Objective):
         sentinel[list(self.vocab.sentinels)] = True
         noise = spans = raw = 0
         target_lengths = []
+        span_lengths = np.zeros(1, dtype=np.int64)  # span length -> spans
         for e in examples:
             inputs, labels = np.asarray(e["input_ids"])[:-1], np.asarray(e["labels"])[:-1]
             n_spans = int(sentinel[inputs].sum())
@@ -213,12 +214,21 @@ class SpanCorruption(Objective):
             noise += n_noise
             raw += len(inputs) - n_spans + n_noise
             target_lengths.append(len(labels) + 1)
+            # the targets are <sentinel> span <sentinel> span ...: a span's length is the gap
+            # between consecutive sentinels
+            marks = np.flatnonzero(sentinel[labels])
+            lengths = np.diff(np.append(marks, len(labels))) - 1
+            counted = np.bincount(lengths[lengths > 0])
+            if len(counted) > len(span_lengths):
+                span_lengths = np.pad(span_lengths, (0, len(counted) - len(span_lengths)))
+            span_lengths[: len(counted)] += counted
         tl = np.array(target_lengths)
         return {
             "noise_density": self.config.noise_density,
             "noise_fraction": round(noise / max(raw, 1), 6),
             "mean_noise_span_length": round(noise / max(spans, 1), 4),
             "noise_spans_per_example": round(spans / len(examples), 3),
+            "noise_span_lengths": {str(n): int(c) for n, c in enumerate(span_lengths.tolist()) if c},
             "raw_length": self.raw_length,
             "expected_target_length": self.target_length,
             "target_length_distribution": {

@@ -8,7 +8,9 @@ loads with its special tokens set (``tokenizer.json`` + ``tokenizer_config.json`
 
 from __future__ import annotations
 
+import bisect
 import json
+import re
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -226,6 +228,53 @@ def hf_tokenizer(tok: Tokenizer, kind: str, cfg: TokenizerConfig):
 
 # ----------------------------------------------------------------------------- metrics
 
+FERTILITY_SAMPLE = 2000  # documents (the first of the held-out texts) the fertility histogram counts
+FERTILITY_MAX = 8  # tokens per word counted one by one up to this; the last bin holds more too
+TOKEN_LENGTH_MAX = 16  # vocabulary entries' lengths likewise
+_WORD = re.compile(r"\S+")
+
+
+def fertility_histogram(texts: list[str], encodings) -> dict[str, Any]:
+    """Whitespace-separated words by the number of tokens they are split into (index k: k
+    tokens; the last index: ``FERTILITY_MAX`` or more), over the first ``FERTILITY_SAMPLE``
+    texts. A token belongs to the word holding its last character (a byte-level token " the"
+    carries the space before its word); tokens of whitespace alone belong to no word."""
+    counts = [0] * (FERTILITY_MAX + 1)
+    documents = 0
+    for text, enc in zip(texts[:FERTILITY_SAMPLE], encodings):
+        documents += 1
+        spans = [m.span() for m in _WORD.finditer(text)]
+        starts = [a for a, _ in spans]
+        per_word = [0] * len(spans)
+        for a, b in enc.offsets:
+            if b <= a:
+                continue
+            i = bisect.bisect_right(starts, b - 1) - 1
+            if i >= 0 and b - 1 < spans[i][1]:
+                per_word[i] += 1
+        for n in per_word:
+            counts[min(n, FERTILITY_MAX)] += 1
+    return {"documents": documents, "words": sum(counts), "counts": counts}
+
+
+def token_length_histogram(tok: Tokenizer, kind: str) -> dict[str, Any]:
+    """The vocabulary's entries by length (index k: k long; the last index: ``TOKEN_LENGTH_MAX``
+    or longer), special tokens left out, without the marks that are not text: byte-level BPE's
+    leading-space "Ġ" (its lengths are bytes), Unigram's "▁", WordPiece's "##"."""
+    added = set(tok.get_added_tokens_decoder())
+    counts = [0] * (TOKEN_LENGTH_MAX + 1)
+    for token, i in tok.get_vocab(with_added_tokens=False).items():
+        if i in added:
+            continue
+        if kind == "bpe":
+            token = token.removeprefix("\u0120")
+        elif kind == "unigram":
+            token = token.removeprefix("\u2581")
+        elif kind == "wordpiece":
+            token = token.removeprefix("##")
+        counts[min(len(token), TOKEN_LENGTH_MAX)] += 1
+    return {"unit": "bytes" if kind == "bpe" else "characters", "counts": counts}
+
 
 def measure(tok: Tokenizer, kind: str, texts: list[str], cfg: TokenizerConfig) -> dict[str, Any]:
     """Metrics on held-out texts: fertility, bytes per token, unknown rate, round trip."""
@@ -250,6 +299,8 @@ def measure(tok: Tokenizer, kind: str, texts: list[str], cfg: TokenizerConfig) -
         "unknown_rate": round(n_unk / max(1, n_tokens), 6),
         "round_trip_rate": round(same / max(1, len(texts)), 6),
         "round_trip_promised": KIND_INFO[kind].round_trip,
+        "fertility": fertility_histogram(texts, encodings),
+        "vocab_token_lengths": token_length_histogram(tok, kind),
     }
 
 
@@ -313,6 +364,10 @@ def run_tokenizers(params: Params, kinds: list[str] | None = None, log: Callable
             metrics["fingerprint"] = fp
             metrics["tokenizer_sha256"] = tokenizer_sha256(tmp)
             (tmp / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
+            from ..charts import write_charts
+            from ..charts.tokenizers import tokenizer_charts
+
+            write_charts(tmp, tokenizer_charts(metrics), log)
         log(f"tokenizer {kind}: vocab {metrics['vocab_size']}, {metrics['tokens_per_word']} tokens/word, "
             f"{metrics['bytes_per_token']} bytes/token, trained in {seconds:.1f}s")
         results[kind] = metrics

@@ -191,3 +191,16 @@ def near_duplicates(wd: Path, n_units: int) -> dict[int, int]:
         if root != o:
             drops[o] = root
     return drops
+
+
+def cluster_sizes(drops: dict[int, int]) -> dict[int, int]:
+    """Cluster size -> how many near-duplicate clusters have it, from :func:`near_duplicates`'s
+    map (each cluster is its first document and the documents mapped to it): singletons, the
+    documents that duplicate nothing, are not counted."""
+    members: dict[int, int] = {}
+    for root in drops.values():
+        members[root] = members.get(root, 1) + 1
+    sizes: dict[int, int] = {}
+    for size in members.values():
+        sizes[size] = sizes.get(size, 0) + 1
+    return dict(sorted(sizes.items()))

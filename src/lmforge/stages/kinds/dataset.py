@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ...config import Params
-from ..kind import CheckOutcome, CheckSpec, JsonValue, StageKind, numbers, read_record, read_json_or_empty
+from ...datasets.rates import NOISE
+from ..kind import CheckOutcome, CheckSpec, JsonValue, StageKind, image, numbers, read_record, read_json_or_empty
 
 
 def run(params: Params, stage, log) -> dict:
@@ -25,15 +26,7 @@ def summary(stage, result: dict) -> str:
 
 
 # objective -> (statistic in stats.json's train split, the configured value it should be near)
-RATES: dict[str, tuple[str, Callable[[Any], float]]] = {
-    "mlm": ("mask_rate", lambda cfg: cfg.mask_rate),
-    "mlm_nsp": ("mask_rate", lambda cfg: cfg.mask_rate),
-    "mlm_sop": ("mask_rate", lambda cfg: cfg.mask_rate),
-    "knowledge_mlm": ("mask_rate", lambda cfg: cfg.mask_rate),
-    "span_corruption": ("noise_fraction", lambda cfg: cfg.noise_density),
-    "denoising": ("estimated_masked_fraction", lambda cfg: cfg.infill_ratio),
-    "permutation": ("target_fraction", lambda cfg: 1.0 / cfg.partial_prediction_k),
-}
+RATES: dict[str, tuple[str, Callable[[Any], float]]] = {name: (n.rate, n.configured_rate) for name, n in NOISE.items()}
 
 
 def check(stage, params: Params, out: Path) -> list[CheckOutcome]:
@@ -63,6 +56,10 @@ def metadata(stage, params: Params, out: Path) -> dict:
     meta: dict[str, Any] = numbers((s.get("splits") or {}).get("train", {}), "train/")
     if s.get("config"):
         meta["config"] = JsonValue(s["config"])
+    for name, alt in (("masking", "realised noise against the configured"), ("input_lengths", "input lengths")):
+        chart = image(out / f"{name}.png", f"{stage.key.get('objective')} {alt}")
+        if chart is not None:
+            meta[name] = chart
     return meta
 
 
