@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import shutil
 import json
+from pathlib import Path
 
 import lightning.pytorch as pl
 import numpy as np
@@ -290,6 +291,7 @@ class FakeTracker:
         self.run_name, self.tags, self.run_id = run_name, tags, f"run{len(self.runs)}"
         self.metrics: list[tuple[dict, int | None]] = []
         self.models: list[str] = []
+        self.artifacts: list[str] = []
         FakeTracker.runs.append(self)
 
     def __enter__(self):
@@ -305,7 +307,7 @@ class FakeTracker:
         self.metrics.append((dict(metrics), step))
 
     def log_artifact(self, path, artifact_path=None):
-        pass
+        self.artifacts.append(Path(path).name)
 
     def log_dict(self, value, name):
         pass
@@ -375,6 +377,25 @@ def test_finetune_selects_on_validation_and_the_scratch_control_matches_it(proje
     assert "registered_model" not in scratch and pretrained["registered_model"]["name"] == "lmforge-bert-task"
     steps = [s for metrics, s in ft_runs[1].metrics if "validation/accuracy" in metrics and s is not None]
     assert steps == [2, 4, 5]
+    # the test split's confusion matrix: in metrics.json, drawn, logged to MLflow, shown by Dagster
+    from types import SimpleNamespace
+
+    from lmforge.stages import KINDS
+    from lmforge.stages.kind import Image
+
+    for m, folder, run in ((scratch, "task-scratch", ft_runs[0]), (pretrained, "task", ft_runs[1])):
+        confusion = m["test_confusion"]
+        matrix = confusion["matrix"]  # rows: gold, columns: predicted
+        assert confusion["labels"] == ["no", "yes"] and len(matrix) == 2 and all(len(r) == 2 for r in matrix)
+        assert sum(map(sum, matrix)) == m["test"]["examples"] == 12 and [sum(r) for r in matrix] == [6, 6]
+        assert (matrix[0][0] + matrix[1][1]) / 12 == pytest.approx(m["test"]["accuracy"])
+        png = (root / folder / "confusion.png").read_bytes()
+        assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
+        assert {"loss.png", "confusion.png"} <= set(run.artifacts)
+        stage = SimpleNamespace(key={"arch": "bert", "task": "task"})
+        shown = KINDS["finetune"].metadata(stage, params, root / folder)
+        assert isinstance(shown["confusion"], Image) and shown["confusion"].path == root / folder / "confusion.png"
+        assert isinstance(shown["loss_curve"], Image)
     # the control's config read from the pretrained model now is the one it was built with: up to date
     again = finetune.run_finetune(params, "bert", task, from_scratch=True, log=logs.append, tracker_factory=FakeTracker)
     assert again["fingerprint"] == scratch["fingerprint"] and logs[-1].endswith("up to date")

@@ -49,6 +49,12 @@ def test_pretrain_writes_model_history_metrics_and_mlflow_run(project):
     assert json.loads((out / "metrics.json").read_text())["validation"]["loss"] == metrics["validation"]["loss"]
     assert sorted(history(out / "history.csv")) == [1, 2, 3, 4]
     assert (out / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the learning rate and the tokens trained on (from the batches' shapes), with their rate
+    with open(out / "history.csv", encoding="utf-8") as f:
+        rows = [r for r in csv.DictReader(f) if r["train/loss"]]
+    tokens = [int(r["tokens"]) for r in rows]
+    assert tokens[0] > 0 and tokens == [tokens[0] * k for k in range(1, 5)]  # equal blocks every step
+    assert all(float(r["tokens_per_second"]) > 0 and float(r["lr"]) > 0 for r in rows)
     v = metrics["validation"]
     assert 0 < v["loss"] and 0 <= v["accuracy"] <= 1 and v["predicted_tokens"] > 0 and v["bits_per_byte"] > 0
     # the reloaded model (safetensors, no pickle) gives the saved model's outputs
@@ -61,6 +67,8 @@ def test_pretrain_writes_model_history_metrics_and_mlflow_run(project):
     run = client.get_run(metrics["mlflow_run_id"])
     assert run.data.tags["stage"] == "pretrain" and run.data.tags["architecture"] == "gpt"
     assert len(client.get_metric_history(run.info.run_id, "train/loss")) == 4
+    assert len(client.get_metric_history(run.info.run_id, "tokens_per_second")) == 4
+    assert "loss.png" in {a.path for a in client.list_artifacts(run.info.run_id)}
     version = client.get_model_version_by_alias("lmforge-gpt", "candidate")
     assert version.run_id == run.info.run_id
     # unchanged settings: up to date, nothing retrained

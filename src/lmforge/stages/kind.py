@@ -125,3 +125,10 @@ def numbers(d: dict, prefix: str = "") -> dict[str, float]:
 
 def image(path: Path, alt: str) -> Image | None:
     return Image(path, alt) if path.exists() else None
+
+
+def charts(out: Path, names: dict[str, str]) -> dict[str, Image]:
+    """The pictures ``<out>/<name>.png`` a stage drew (``lmforge.charts``), each under its name;
+    those missing (nothing to draw, or a chart that failed and was logged) are left out."""
+    found = {name: image(out / f"{name}.png", alt) for name, alt in names.items()}
+    return {name: img for name, img in found.items() if img is not None}

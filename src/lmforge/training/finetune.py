@@ -9,7 +9,8 @@ target sequence (rank classification: the label the model finds most likely wins
 
 Writes ``<train.output>/<arch>/<task>/``: ``model/``, ``history.csv``, ``loss.png``,
 ``metrics.json`` (validation and test accuracy / macro-F1 with the majority-class and
-bag-of-words baselines of the same split), trained in an attempt folder beside it that holds
+bag-of-words baselines of the same split, and the test split's confusion matrix, drawn as
+``confusion.png``), trained in an attempt folder beside it that holds
 the checkpoints and replaces the output only when complete (``run.Attempt``). Registered as
 ``lmforge-<arch>-<task>`` (alias ``candidate``); ``lmforge evaluate`` decides whether it becomes
 ``champion``.
@@ -50,10 +51,10 @@ from ..objectives.base import IGNORE_INDEX, Vocab
 from ..tokenizer_kinds import ARCHITECTURE_TOKENIZER
 from . import param_groups
 from .data import ObjectiveDataModule
-from .finetune_callbacks import BestOnValidation, validation_scores
+from .finetune_callbacks import BestOnValidation, prediction_scores, validation_scores
 from .module import LMForgeModule, balanced_class_weights
 from .progress import TrainingProgress
-from .pretrain import plot_history, tokenizer_overrides, tracking_factory
+from .pretrain import draw_run_charts, tokenizer_overrides, tracking_factory
 from .recipes import Recipe, SizeRecipe, load_recipe, resolve_finetune_budget, size_recipe
 from .run import History, build_trainer, start_attempt, world_size
 
@@ -301,14 +302,21 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
         if not trainer.is_global_zero:
             return {}
         selection.finish(trainer, module)  # the best validation weights, before the test split is scored
-        results = {split: score(model, module.device) for split, score in scorers.items()}
+        from ..charts.training import confusion_matrix
+
+        results = {"validation": scorers["validation"](model, module.device)}
+        test_predicted, test_gold = predict(model, _batches(encoded["test"], data.collate), mode, candidates,
+                                            device=module.device)
+        results["test"] = prediction_scores(test_predicted, test_gold, task.label_names)
+        confusion = {"labels": list(task.label_names),  # rows: gold label, columns: predicted
+                     "matrix": confusion_matrix(test_predicted, test_gold, num_labels)}
         metrics = {
             "architecture": arch, "task": task.name, "mode": mode, "preset": preset, "init": init,
             "steps": trainer.global_step, "best_step": selection.best_step,
             f"best_validation_{ft.metric}": selection.best_value, "selection": selection.summary(),
             "budget": budget, "options": options,
             "train_loss_first": history.first("train/loss"), "train_loss_last": history.last("train/loss"),
-            **results,
+            **results, "test_confusion": confusion,
             "baselines": {"majority": baselines.majority_baseline(task), "bag_of_words": baselines.bag_of_words_baseline(task, seed=params.train.seed)},
             "task_summary": task.summary(), "seconds": round(time.time() - started, 1), "fingerprint": fp,
             "mlflow_run_id": tracker.run_id,
@@ -323,13 +331,15 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
                                    num_labels=num_labels if head == "classification" else None,
                                    extra_files={"tokenizer": tok_dir, "task.json": staged / "labels.json"})
         history.write_csv(staged / "history.csv")
-        plot_history(history.rows, staged / "loss.png", f"{arch} fine-tuning on {task.name} ({init})")
+        charts = draw_run_charts(staged, history.rows, f"{arch} fine-tuning on {task.name} ({init})", log,
+                                 confusion=confusion)
         tracker.log_metrics({f"{split}/{k}": v for split in ("validation", "test") for k, v in results[split].items()})
         tracker.log_metrics({"best_step": selection.best_step, f"validation/best_{ft.metric}": selection.best_value})
         for name, b in metrics["baselines"].items():
             tracker.log_metrics({f"baseline/{name}/{k}": v for k, v in b.items() if isinstance(v, (int, float))})
         tracker.log_artifact(staged / "history.csv")
-        tracker.log_artifact(staged / "loss.png")
+        for chart in charts:
+            tracker.log_artifact(chart)
         tracker.log_artifact(staged / "labels.json")
         if params.tracking.register_models and not scratch:
             name = f"lmforge-{arch}-{slug}"

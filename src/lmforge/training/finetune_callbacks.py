@@ -152,13 +152,17 @@ class BestOnValidation(pl.Callback):
 def validation_scores(predict: Callable[[nn.Module, Any], tuple[list[int], list[int]]], label_names: list[str]) -> Evaluate:
     """``evaluate(model, device)`` from ``predict(model, device) -> (predicted, gold)`` class ids:
     accuracy and macro-F1 over ``label_names`` (finetuning/baselines.py's definitions)."""
-    from ..finetuning import baselines
 
     def evaluate(model: nn.Module, device) -> dict[str, float]:
-        preds, gold = predict(model, device)
-        p, g = [label_names[i] for i in preds], [label_names[i] for i in gold]
-        return {"accuracy": baselines.accuracy(p, g), "macro_f1": baselines.macro_f1(p, g, label_names),
-                "examples": len(g)}
+        return prediction_scores(*predict(model, device), label_names)
 
     return evaluate
+
+
+def prediction_scores(preds: list[int], gold: list[int], label_names: list[str]) -> dict[str, float]:
+    """Accuracy and macro-F1 of predicted against gold class ids (finetuning/baselines.py's definitions)."""
+    from ..finetuning import baselines
+
+    p, g = [label_names[i] for i in preds], [label_names[i] for i in gold]
+    return {"accuracy": baselines.accuracy(p, g), "macro_f1": baselines.macro_f1(p, g, label_names), "examples": len(g)}
 

@@ -1,7 +1,8 @@
 """``lmforge pretrain <arch>``: pretrain one architecture on its objective, as its recipe says.
 
 Writes ``<train.output>/<arch>/pretrain/``: ``model/`` (safetensors weights + the config to
-rebuild it + the tokenizer), ``history.csv`` (loss per step), ``loss.png`` and ``metrics.json``
+rebuild it + the tokenizer), ``history.csv`` (loss, learning rate, tokens per second per logged
+step), ``loss.png`` (those curves, the loss against the unigram baseline) and ``metrics.json``
 (the intrinsic evaluation of ``evaluation/intrinsic.py`` on the validation split, with the first
 and last training losses). It trains in an attempt folder beside it,
 ``<train.output>/<arch>/.pretrain.attempts/<fingerprint>/`` (``run.Attempt``): the checkpoints
@@ -150,11 +151,12 @@ def run_pretrain(params: Params, arch: str, *, log: Callable[[str], None] = prin
         model_dir = save_model_dir(model.cpu(), size.preset, recipe.pretrain_head, overrides, staged / "model",
                                    extra_files={"tokenizer": tok_dir})
         history.write_csv(staged / "history.csv")
-        plot_history(history.rows, staged / "loss.png", f"{arch} pretraining ({recipe.objective})",
-                     baseline=final.get("unigram_loss"))
+        charts = draw_run_charts(staged, history.rows, f"{arch} pretraining ({recipe.objective})", log,
+                                 baseline=final.get("unigram_loss"))
         tracker.log_metrics({f"final/{k}": v for k, v in final.items() if isinstance(v, (int, float))})
         tracker.log_artifact(staged / "history.csv")
-        tracker.log_artifact(staged / "loss.png")
+        for chart in charts:
+            tracker.log_artifact(chart)
         tracker.log_dict({"recipe": recipe.model_dump(mode="json"), "params": params.model_dump(mode="json")}, "resolved_config.json")
         tracker.log_artifact(tok_dir, "tokenizer")
         if params.tracking.register_models:
@@ -201,26 +203,18 @@ def tracking_factory(params: Params, log: Callable[[str], None] | None = None):
     return make
 
 
-def plot_history(rows: list[dict[str, float]], path: Path, title: str, baseline: float | None = None) -> None:
-    """Training and validation loss against the step (PNG)."""
-    import matplotlib
+def draw_run_charts(out: Path, rows: list[dict[str, float]], title: str, log: Callable[[str], None], *,
+                    baseline: float | None = None, confusion: dict[str, Any] | None = None) -> list[Path]:
+    """The run's pictures in ``out`` (``loss.png``: loss with the unigram ``baseline``, learning
+    rate, tokens per second; ``confusion.png`` from ``confusion``'s labels and matrix); the paths
+    drawn. A chart that fails is logged and left out: the run's outputs are finished."""
+    from functools import partial
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from ..charts import write_charts
+    from ..charts.training import confusion as confusion_chart
+    from ..charts.training import run_curves
 
-    fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
-    for key, label in (("train/loss", "train"), ("val/loss", "validation")):
-        pts = [(r["step"], r[key]) for r in rows if key in r]
-        if pts:
-            ax.plot(*zip(*pts), marker="." if key.startswith("val") else None, label=label)
-    if baseline is not None:
-        ax.axhline(baseline, color="grey", linestyle="--", linewidth=1, label="unigram baseline (validation)")
-    ax.set_xlabel("optimizer step")
-    ax.set_ylabel("loss (nats)")
-    ax.set_title(title)
-    ax.legend()
-    fig.tight_layout()
-    tmp = path.with_name(path.stem + ".tmp.png")
-    fig.savefig(tmp)
-    plt.close(fig)
-    tmp.replace(path)
+    drawings = {"loss": partial(run_curves, rows, title, baseline)}
+    if confusion is not None:
+        drawings["confusion"] = partial(confusion_chart, confusion["labels"], confusion["matrix"], f"{title}: test split")
+    return write_charts(out, drawings, log)

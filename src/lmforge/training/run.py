@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import os
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -80,8 +81,13 @@ def world_size() -> int:
 
 class History(pl.Callback):
     """The metric history of a run (optimizer step -> train loss, learning rate, auxiliary losses,
-    validation loss), kept in the checkpoint so a resumed run's history is whole, and streamed to
-    ``sink(metrics, step)`` (MLflow) on rank 0."""
+    tokens seen and tokens per second, validation loss), kept in the checkpoint so a resumed run's
+    history is whole, and streamed to ``sink(metrics, step)`` (MLflow) on rank 0.
+
+    ``tokens`` counts the input positions of every batch of every process (padding included),
+    from the batches' shapes: no read of the device. ``tokens_per_second`` is the rate since the
+    previous row, on the host's clock; writing a row reads the loss sums from the device, which
+    waits for the queued steps, so from row to row the clock measures the device's work."""
 
     def __init__(self, log_every: int, sink=None):
         self.log_every = log_every
@@ -89,6 +95,12 @@ class History(pl.Callback):
         self.rows: list[dict[str, float]] = []
         self._pending: dict[str, tuple] = {}  # key -> (sum, count) since the last optimizer step
         self._last_step = 0
+        self._tokens = 0  # input positions trained on, all processes, the whole run (a resumed one too)
+        self._row_tokens = 0  # ... since the last row
+        self._row_time: float | None = None  # when the last row was written (or training started)
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        self._row_time, self._row_tokens = time.monotonic(), 0
 
     def _accumulate(self, key: str, value) -> None:
         # summed where it lives (on the GPU: no host read, which would wait for the step), read
@@ -105,6 +117,11 @@ class History(pl.Callback):
         for key, value in trainer.callback_metrics.items():
             if key.startswith("train/") and key != "train/loss":
                 self._accumulate(key, value)
+        ids = batch.get("input_ids") if isinstance(batch, dict) else None
+        if ids is not None:
+            n = ids.numel() * trainer.world_size  # the shape only
+            self._tokens += n
+            self._row_tokens += n
         step = trainer.global_step
         if step == self._last_step:  # still accumulating gradients
             return
@@ -112,6 +129,12 @@ class History(pl.Callback):
         if step == 1 or step % self.log_every == 0 or step == trainer.max_steps:
             row = {"step": step, **{k: float(total) / count for k, (total, count) in self._pending.items()}}
             row["lr"] = trainer.optimizers[0].param_groups[0]["lr"]
+            now = time.monotonic()
+            if self._tokens:
+                row["tokens"] = self._tokens
+                if self._row_time is not None and now > self._row_time:
+                    row["tokens_per_second"] = self._row_tokens / (now - self._row_time)
+            self._row_time, self._row_tokens = now, 0
             self._add(row)
         self._pending = {}
 
@@ -139,11 +162,12 @@ class History(pl.Callback):
             self.sink(dict(metrics), int(step))
 
     def state_dict(self) -> dict[str, Any]:
-        return {"rows": self.rows, "last_step": self._last_step}
+        return {"rows": self.rows, "last_step": self._last_step, "tokens": self._tokens}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.rows = list(state.get("rows", []))
         self._last_step = int(state.get("last_step", 0))
+        self._tokens = int(state.get("tokens", 0))
 
     def write_csv(self, path: Path) -> None:
         keys = ["step"] + sorted({k for r in self.rows for k in r} - {"step"})

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...config import Params
-from ..kind import CheckOutcome, CheckSpec, StageKind, Table, read_record, read_json_or_empty
+from ..kind import CheckOutcome, CheckSpec, StageKind, Table, charts, read_record, read_json_or_empty
 
 
 def run(params: Params, stage, log) -> dict:
@@ -67,7 +67,13 @@ def metadata(stage, params: Params, out: Path) -> dict:
             (r, d["documents"], f"{d['documents'] / n_in:.1%}")
             for r, d in sorted(s["dropped"].items(), key=lambda kv: -kv[1]["documents"]))),
         "lines_removed": Table(("reason", "lines"), tuple(sorted(s["lines_removed"].items(), key=lambda kv: -kv[1]))),
+        **charts(out, CHARTS),
     }
+
+
+# the pictures the stage draws (charts/corpus.py): file stem -> what it shows
+CHARTS = {"drops": "documents and bytes removed by each rule", "lengths": "document lengths before and after cleaning",
+          "languages": "languages seen by language ID", "near_duplicates": "near-duplicate cluster sizes"}
 
 
 KIND = StageKind(

@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 from ...config import Params
 from ...datasets.rates import NOISE
-from ..kind import CheckOutcome, CheckSpec, JsonValue, StageKind, image, numbers, read_record, read_json_or_empty
+from ..kind import CheckOutcome, CheckSpec, JsonValue, StageKind, charts, numbers, read_record, read_json_or_empty
 
 
 def run(params: Params, stage, log) -> dict:
@@ -56,10 +56,9 @@ def metadata(stage, params: Params, out: Path) -> dict:
     meta: dict[str, Any] = numbers((s.get("splits") or {}).get("train", {}), "train/")
     if s.get("config"):
         meta["config"] = JsonValue(s["config"])
-    for name, alt in (("masking", "realised noise against the configured"), ("input_lengths", "input lengths")):
-        chart = image(out / f"{name}.png", f"{stage.key.get('objective')} {alt}")
-        if chart is not None:
-            meta[name] = chart
+    objective = stage.key.get("objective", "")
+    meta.update(charts(out, {"masking": f"{objective} realised noise against the configured",
+                             "input_lengths": f"{objective} input lengths"}))
     return meta
 
 

@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 
 from ...config import Params
-from ..kind import CheckOutcome, CheckSpec, MlflowRun, StageKind, logged_losses, numbers, read_json_or_empty
+from ..kind import CheckOutcome, CheckSpec, MlflowRun, StageKind, image, logged_losses, numbers, read_json_or_empty
 
 
 def run(params: Params, stage, log) -> dict:
@@ -29,6 +29,11 @@ def metadata(stage, params: Params, out: Path) -> dict:
     meta.update(numbers(m.get("test") or {}, "test/"))
     for name, b in (m.get("baselines") or {}).items():
         meta.update(numbers({k: b[k] for k in ("accuracy", "macro_f1") if k in b}, f"baseline/{name}/"))
+    name = f"{stage.key.get('arch')} on {stage.key.get('task')}"
+    for key, file, alt in (("loss_curve", "loss", f"{name} loss"), ("confusion", "confusion", f"{name} test confusion matrix")):
+        chart = image(out / f"{file}.png", alt)
+        if chart is not None:
+            meta[key] = chart
     if m.get("mlflow_run_id"):
         meta["mlflow_run"] = MlflowRun(m["mlflow_run_id"])
     return meta

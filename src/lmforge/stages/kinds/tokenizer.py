@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...config import Params
-from ..kind import CheckOutcome, CheckSpec, StageKind, read_record, read_json_or_empty
+from ..kind import CheckOutcome, CheckSpec, StageKind, charts, read_record, read_json_or_empty
 
 
 def run(params: Params, stage, log) -> dict:
@@ -44,6 +44,8 @@ def metadata(stage, params: Params, out: Path) -> dict:
     meta = {k: m[k] for k in ("vocab_size", "tokens_per_word", "bytes_per_token", "unknown_rate", "round_trip_rate") if k in m}
     if m.get("architectures"):
         meta["used_by"] = ", ".join(m["architectures"])
+    kind = stage.key.get("kind", "")
+    meta.update(charts(out, {"fertility": f"{kind} tokens per word", "token_lengths": f"{kind} vocabulary entry lengths"}))
     return meta
 
 
