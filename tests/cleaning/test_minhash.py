@@ -129,3 +129,10 @@ def test_union_find_roots_are_the_smallest_ordinal():
     for a, b in [(5, 3), (3, 9), (9, 1), (20, 21)]:
         uf.union(a, b)
     assert {uf.find(x) for x in (1, 3, 5, 9)} == {1} and uf.find(21) == 20 and uf.find(7) == 7
+
+
+def test_cluster_sizes_count_each_kept_document_with_its_copies():
+    # clusters {0, 3, 7}, {2, 5} and {4, 6} (each near-duplicate maps to its cluster's first document)
+    drops = {3: 0, 7: 0, 5: 2, 6: 4}
+    assert mh.cluster_sizes(drops) == {2: 2, 3: 1}
+    assert mh.cluster_sizes({}) == {}

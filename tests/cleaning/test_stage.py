@@ -1,5 +1,6 @@
 """The clean stage end to end: URL dedup, line dedup semantics, near dedup, stats, resume."""
 
+import bisect
 import hashlib
 import json
 import os
@@ -13,6 +14,7 @@ import time
 import pyarrow.parquet as pq
 import pytest
 
+from lmforge.cleaning.shards import LENGTH_BOUNDS
 from lmforge.cleaning.stage import run_clean
 from lmforge.cleaning.dedup.urls import normalize_url
 from lmforge.config import CleanConfig
@@ -108,6 +110,43 @@ def test_near_duplicates_keep_the_first_of_each_cluster(tmp_path):
     assert sample["id"] == "copy" and sample["metadata"]["duplicate_of_ordinal"] == 0
 
 
+def test_near_duplicate_clusters_are_counted_drawn_and_shown(tmp_path):
+    from types import SimpleNamespace
+
+    from lmforge.stages import KINDS
+    from lmforge.stages.kind import Image
+
+    rng = random.Random(8)
+    docs = [{"id": f"d{i}", "text": page(rng)} for i in range(12)]
+    # d0 has two copies, d1 and d2 one each: clusters of 3, 2 and 2
+    docs += [{"id": f"copy{i}", "text": docs[j]["text"]} for i, j in enumerate((0, 0, 1, 2))]
+    result, rows, _ = clean(tmp_path, [write_jsonl(tmp_path / "c.jsonl", docs)], line_dedup={"mode": "off"})
+    s = result.stats
+    assert len(rows) == 12 and s["dropped"]["near_duplicate"]["documents"] == 4
+    assert s["near_duplicate_clusters"] == {"2": 2, "3": 1}
+    out = tmp_path / "out"
+    for name in ("drops", "lengths", "languages", "near_duplicates"):
+        assert (out / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+    shown = KINDS["clean"].metadata(SimpleNamespace(key={}), None, out)
+    assert {k for k, v in shown.items() if isinstance(v, Image)} == {"drops", "lengths", "languages", "near_duplicates"}
+
+
+def test_a_failing_chart_is_reported_and_the_corpus_still_published(tmp_path, monkeypatch):
+    from lmforge.charts import corpus
+
+    def broken(stats):
+        raise RuntimeError("cannot draw")
+
+    monkeypatch.setattr(corpus, "drops", broken)
+    rng = random.Random(9)
+    result, rows, logs = clean(tmp_path, [write_jsonl(tmp_path / "c.jsonl", [{"id": f"d{i}", "text": page(rng)} for i in range(6)])],
+                               near_dedup={"enabled": False})
+    out = tmp_path / "out"
+    assert len(rows) == 6 and (out / "stats.json").exists() and (out / "lengths.png").exists()
+    assert not (out / "drops.png").exists() and not (out / "near_duplicates.png").exists()  # near dedup off: nothing to draw
+    assert "warning: chart drops.png not drawn: RuntimeError: cannot draw" in logs
+
+
 def test_stats_and_outputs(tmp_path):
     rng = random.Random(5)
     docs = [{"id": f"d{i}", "url": f"https://site{i}.example/", "text": page(rng)} for i in range(30)]
@@ -133,6 +172,19 @@ def test_stats_and_outputs(tmp_path):
     assert {p.stem for p in (out / "dropped").glob("*.jsonl")} == set(s["dropped"])
     assert set(pq.read_schema(out / "shard-00000.parquet").names) == {"id", "text", "url", "timestamp", "source", "metadata"}
     assert [r["id"] for r in rows] == [f"d{i}" for i in range(30)]  # input order is kept
+    # document lengths in fixed bins, read and kept: every document counted once, in its bin
+    h = s["length_histogram"]
+    assert h["lower_bounds"] == list(LENGTH_BOUNDS)
+    expected_in, expected_out = [0] * len(LENGTH_BOUNDS), [0] * len(LENGTH_BOUNDS)
+    for texts, counts in (([d["text"] for d in docs], expected_in), ([r["text"] for r in rows], expected_out)):
+        for t in texts:
+            counts[bisect.bisect_right(LENGTH_BOUNDS, len(t.encode())) - 1] += 1
+    assert h["documents_in"] == expected_in and sum(expected_in) == 35
+    assert h["documents_out"] == expected_out and sum(expected_out) == 30
+    # language ID saw the documents the C4 rules kept (all but brace, lorem and short); it dropped the German one
+    assert s["languages"]["dropped"] == {"de": 1} and s["languages"]["seen"]["de"] == 1
+    assert sum(s["languages"]["seen"].values()) == 32 and s["languages"]["seen"]["en"] >= 30
+    assert s["near_duplicate_clusters"] == {}
 
 
 def test_parallel_and_serial_runs_are_byte_identical_and_rerun_is_up_to_date(tmp_path):

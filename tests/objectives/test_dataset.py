@@ -79,9 +79,24 @@ def test_stats_and_static_mode(pipeline):
     train = stats["splits"]["train"]
     assert 0.12 < train["labels_per_input_token"] < 0.16 and train["input_length_histogram"]
     assert not (tmp / "datasets" / "mlm" / "train.parquet").exists()  # dynamic: nothing materialised
+    # its pictures: the realised mask rate and run lengths against the configuration, the input lengths
+    from types import SimpleNamespace
+
+    from lmforge.stages import KINDS as STAGE_KINDS
+    from lmforge.stages.kind import Image
+
+    out = tmp / "datasets" / "mlm"
+    for name in ("masking", "input_lengths"):
+        assert (out / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+    shown = STAGE_KINDS["dataset"].metadata(SimpleNamespace(key={"objective": "mlm"}), params, out)
+    assert isinstance(shown["masking"], Image) and isinstance(shown["input_lengths"], Image)
 
     static = Params.model_validate({**params.model_dump(mode="json"), "dataset": {**params.dataset.model_dump(mode="json"), "mode": "static"}})
-    build_dataset(static, "span_corruption", log=lambda m: None)
+    built = build_dataset(static, "span_corruption", log=lambda m: None)
+    spans = {int(n): c for n, c in built["splits"]["train"]["noise_span_lengths"].items()}
+    assert sum(n * c for n, c in spans.items()) / sum(spans.values()) == \
+        pytest.approx(built["splits"]["train"]["mean_noise_span_length"], abs=1e-4)
+    assert (tmp / "datasets" / "span_corruption" / "masking.png").exists()
     stored = StaticDataset(tmp / "datasets" / "span_corruption" / "train.parquet")
     live = ObjectiveDataset(open_objective(static, "span_corruption"), seed=static.dataset.seed)
     assert len(stored) == len(live)

@@ -87,6 +87,43 @@ def test_metrics(trained):
     assert set(metrics["unigram"]["architectures"]) == {"t5", "switch", "albert", "xlnet"}
 
 
+def test_fertility_and_token_length_histograms_are_drawn_and_shown(trained):
+    from types import SimpleNamespace
+
+    from lmforge.stages import KINDS as STAGE_KINDS
+    from lmforge.stages.kind import Image
+
+    tmp, params, metrics = trained
+    for kind in KINDS:
+        m, out = metrics[kind], tmp / "tokenizers" / kind
+        f = m["fertility"]
+        assert f["documents"] == m["documents"] and sum(f["counts"]) == f["words"] > 0  # every held-out word, once
+        # words are whitespace-separated, as tokens_per_word counts them; a word is at least one token
+        assert f["counts"][0] == 0 and f["counts"][1] > f["words"] / 2
+        tok = Tokenizer.from_file(str(out / "tokenizer.json"))
+        lengths = m["vocab_token_lengths"]
+        assert sum(lengths["counts"]) == tok.get_vocab_size() - len(tok.get_added_tokens_decoder())
+        for name in ("fertility", "token_lengths"):
+            assert (out / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", (kind, name)
+        shown = STAGE_KINDS["tokenizer"].metadata(SimpleNamespace(key={"kind": kind}), params, out)
+        assert isinstance(shown["fertility"], Image) and isinstance(shown["token_lengths"], Image)
+    assert metrics["bpe"]["vocab_token_lengths"]["unit"] == "bytes"
+
+
+def test_fertility_counts_the_tokens_ending_in_each_word():
+    from types import SimpleNamespace
+
+    from lmforge.tokenization.train import FERTILITY_MAX, fertility_histogram
+
+    text = "ab cde  f"  # words: ab (0-2), cde (3-6), f (8-9)
+    # "a" "b" | " cde" (ends in cde) | " " (whitespace alone: no word) | " f"
+    encoding = SimpleNamespace(offsets=[(0, 1), (1, 2), (2, 6), (6, 7), (7, 9)])
+    h = fertility_histogram([text], [encoding])
+    assert h == {"documents": 1, "words": 3, "counts": [0, 2, 1] + [0] * (FERTILITY_MAX - 2)}
+    long = SimpleNamespace(offsets=[(i, i + 1) for i in range(12)])
+    assert fertility_histogram(["x" * 12], [long])["counts"][FERTILITY_MAX] == 1  # the last bin holds the rest
+
+
 def test_byte_level_bpe_round_trips_any_text(trained):
     tmp, _, _ = trained
     tok = Tokenizer.from_file(str(tmp / "tokenizers" / "bpe" / "tokenizer.json"))

@@ -257,14 +257,14 @@ def fertility_histogram(texts: list[str], encodings) -> dict[str, Any]:
     return {"documents": documents, "words": sum(counts), "counts": counts}
 
 
-def token_length_histogram(tok: Tokenizer, kind: str) -> dict[str, Any]:
+def token_length_histogram(tok: Tokenizer, kind: str, specials: list[str]) -> dict[str, Any]:
     """The vocabulary's entries by length (index k: k long; the last index: ``TOKEN_LENGTH_MAX``
     or longer), special tokens left out, without the marks that are not text: byte-level BPE's
     leading-space "Ġ" (its lengths are bytes), Unigram's "▁", WordPiece's "##"."""
-    added = set(tok.get_added_tokens_decoder())
+    added = set(tok.get_added_tokens_decoder())  # the sentinels too; a trained WordPiece has its specials in the vocabulary
     counts = [0] * (TOKEN_LENGTH_MAX + 1)
     for token, i in tok.get_vocab(with_added_tokens=False).items():
-        if i in added:
+        if i in added or token in specials:
             continue
         if kind == "bpe":
             token = token.removeprefix("\u0120")
@@ -300,7 +300,7 @@ def measure(tok: Tokenizer, kind: str, texts: list[str], cfg: TokenizerConfig) -
         "round_trip_rate": round(same / max(1, len(texts)), 6),
         "round_trip_promised": KIND_INFO[kind].round_trip,
         "fertility": fertility_histogram(texts, encodings),
-        "vocab_token_lengths": token_length_histogram(tok, kind),
+        "vocab_token_lengths": token_length_histogram(tok, kind, _specials(kcfg)),
     }
 
 
