@@ -125,7 +125,8 @@ def stage_asset(stage: Stage, graph: StageGraph, max_runtime_s: int) -> AssetsDe
         tags=tags,
         op_tags=op_tags,
         pool=asset_pool(stage),
-        metadata={"outputs": ", ".join(stage.paths), "params": ", ".join(stage.params), "dvc_stage": stage.name},
+        metadata={"outputs": ", ".join(stage.paths), "dvc_stage": stage.name,
+                  "params": ", ".join([*stage.params, *(f"{stage.recipe}:{k}" for k in stage.recipe_params)])},
     )
     def _materialize(context, params: ParamsResource, mlflow: MLflowResource, dvc: DvcResource,
                      pipes_subprocess_client: PipesSubprocessClient) -> MaterializeResult:

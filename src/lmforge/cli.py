@@ -183,7 +183,7 @@ def dataset(objectives, mode, params_path, overrides) -> None:
 @main.command()
 @click.argument("architectures", nargs=-1, type=_ARCH)
 @click.option("--params", "params_path", default="params.yaml", show_default=True, help="Parameters file.")
-@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a parameter, e.g. train.max_steps=20.")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a parameter, e.g. train.max_steps=20, or a recipe's: pipelines/gpt.yaml:sizes.tiny.pretrain.learning_rate=0.003.")
 @click.option("--restart", is_flag=True, help=_RESTART_HELP)
 def pretrain(architectures, params_path, overrides, restart) -> None:
     """Pretrain architectures (default: train.architectures) on their objectives, as pipelines/<arch>.yaml says.
@@ -271,6 +271,28 @@ def run(params_path, overrides) -> None:
     Example: lmforge run --set train.architectures=[gpt,bert]
     """
     _run_stages(_params(params_path, list(overrides)))
+
+
+@main.command()
+@click.argument("folder", default=".", type=click.Path(file_okay=False))
+@click.option("--force", is_flag=True, help="Replace the starter's files where the folder already has them.")
+def init(folder, force) -> None:
+    """Start a project in FOLDER (default: here): the starter params.yaml (every parameter at
+    its default, commented) and pipelines/ (one recipe per architecture). Then `lmforge run`
+    trains on the embedded default corpus, and `lmforge dvc` writes dvc.yaml for `dvc repro`.
+
+    \b
+    Example: lmforge init my-project && cd my-project && lmforge run
+    """
+    from .starter import init_project
+
+    try:
+        written = init_project(folder, force=force)
+    except USER_ERRORS as exc:
+        _fail(str(exc))
+        return
+    recipes = sum(1 for w in written if w.parent.name == "pipelines" and w.suffix == ".yaml")
+    click.echo(f"{folder}: wrote params.yaml and pipelines/ ({recipes} recipes)")
 
 
 @main.command()

@@ -410,6 +410,10 @@ class Params(_Strict):
     tracking: TrackingConfig = TrackingConfig()
     checks: ChecksConfig = ChecksConfig()
     orchestrate: OrchestrateConfig = OrchestrateConfig()
+    # ``--set <recipe file>:<key>=<value>`` (DVC's spelling of a value in another parameters file):
+    # recipe values changed for one command, applied when the recipe is read. Never written to
+    # or read from params.yaml; the recipe files hold the lasting values.
+    recipe_overrides: dict[str, list[str]] = Field({}, exclude=True)
 
 
 # ----------------------------------------------------------------------------- loading
@@ -442,7 +446,9 @@ def load_params(path: str | Path | None = "params.yaml", overrides: list[str] | 
     """Read and validate ``params.yaml``; a missing file means all defaults.
 
     ``overrides`` are ``dotted.key=value`` strings, the value parsed as YAML
-    (``clean.rules.min_sentences=5``, ``clean.language.enabled=false``).
+    (``clean.rules.min_sentences=5``, ``clean.language.enabled=false``); ``<recipe file>:key=value``
+    changes a recipe's value (``pipelines/gpt.yaml:sizes.tiny.pretrain.learning_rate=0.003``, as
+    ``dvc exp run -S`` spells it), kept in ``recipe_overrides`` by architecture.
     """
     data: dict[str, Any] = {}
     source = "defaults"
@@ -454,9 +460,33 @@ def load_params(path: str | Path | None = "params.yaml", overrides: list[str] | 
             raise ConfigError(f"{path}: not valid YAML: {exc}") from None
     elif path is not None and str(path) != "params.yaml":
         raise ConfigError(f"{path}: parameters file not found")
+    if isinstance(data, dict) and "recipe_overrides" in data:
+        raise ConfigError(f"{source}: recipe_overrides: unknown key (change a recipe in its file, or for one command "
+                          "with --set <recipe file>:<key>=<value>)")
+    recipe_items: dict[str, list[str]] = {}
     for item in overrides or []:
-        apply_override(data, item)
-    return parse_params(data, source)
+        target = item.split("=", 1)[0]
+        if ":" in target:
+            file, rest = item.split(":", 1)
+            recipe_items.setdefault(Path(file.strip()).as_posix(), []).append(rest)
+        else:
+            apply_override(data, item)
+    params = parse_params(data, source)
+    if recipe_items:
+        recipes = Path(params.train.recipes)
+        for file, items in recipe_items.items():
+            f = Path(file)
+            if f.suffix != ".yaml" or f.parent != recipes or f.stem not in ARCHITECTURE_NAMES:
+                raise ConfigError(f"override {file + ':' + items[0]!r}: {file} is not a recipe; recipes are "
+                                  f"{(recipes / '<architecture>.yaml').as_posix()} (train.recipes), e.g. "
+                                  f"{(recipes / 'gpt.yaml').as_posix()}:sizes.tiny.pretrain.learning_rate=0.003")
+            for item in items:  # the same errors as a params.yaml key's, before anything runs
+                try:
+                    apply_override({}, item)
+                except ConfigError as exc:
+                    raise ConfigError(str(exc).replace(repr(item), repr(f"{file}:{item}"), 1)) from None
+        params.recipe_overrides = {Path(file).stem: items for file, items in recipe_items.items()}
+    return params
 
 
 def apply_override(data: dict[str, Any], item: str) -> None:

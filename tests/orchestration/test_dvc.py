@@ -87,6 +87,16 @@ def test_dvc_repro_status_metrics_plots_and_experiments(tmp_path):
     report = json.loads((root / "data/report/metrics.json").read_text(encoding="utf-8"))
     shown = json.loads(dvc("metrics", "show", "--json"))
     assert shown[""]["data"]["data/report/metrics.json"]["data"] == report
+    # and the data stages' statistics, from the records the stages wrote
+    clean_stats = json.loads((root / "data/clean/stats.json").read_text(encoding="utf-8"))
+    clean_metrics = shown[""]["data"]["data/clean.metrics.json"]["data"]
+    assert (clean_metrics["documents_in"], clean_metrics["documents_out"]) == (clean_stats["documents_in"],
+                                                                               clean_stats["documents_out"])
+    assert {k: v["documents"] for k, v in clean_stats["dropped"].items()} == clean_metrics.get("dropped_documents", {})
+    tokenizer = json.loads((root / "data/tokenizers/bpe/metrics.json").read_text(encoding="utf-8"))
+    assert shown[""]["data"]["data/tokenizers/bpe.metrics.json"]["data"]["tokens_per_word"] == tokenizer["tokens_per_word"]
+    assert shown[""]["data"]["data/tokens/bpe.metrics.json"]["data"]["train"]["tokens"] > 0
+    assert 0.99 < shown[""]["data"]["data/datasets/clm.metrics.json"]["data"]["train"]["labels_per_input_token"] <= 1
     assert report["gpt"]["steps"] == 4 and report["summary"]["architectures"] == 1
 
     # plots: the loss curve drawn from the report's CSV, and the report's charts
@@ -117,3 +127,29 @@ def test_dvc_repro_status_metrics_plots_and_experiments(tmp_path):
     walk(json.loads(dvc("exp", "show", "--json")))
     assert rows.pop("workspace") == (5, 5)
     assert sorted(rows.values()) == [(4, 4), (5, 5)], rows  # the commit's metrics and the experiment's
+
+    # a recipe's value is a parameter too (the recipe is a parameters file): the learning rate
+    # re-runs the stages that read it, `dvc params diff` and `dvc exp show` show it
+    gpt_lr = "pipelines/gpt.yaml:sizes.tiny.pretrain.learning_rate"
+    out = dvc("exp", "run", "-S", f"{gpt_lr}=0.003")
+    assert ran(out) == ["pretrain_gpt", "finetune_gpt_task", "evaluate_gpt", "report"], out
+    assert sorted(skipped(out)) == sorted(DATA + ["finetune_scratch_gpt_task"]), out
+    pretrained = json.loads((root / "models/gpt/pretrain/metrics.json").read_text(encoding="utf-8"))
+    assert pretrained["optim"]["learning_rate"] == 0.003
+    recipe = (root / "pipelines/gpt.yaml").read_text(encoding="utf-8")
+    assert "learning_rate: 0.003" in recipe and "# passes over the training examples" in recipe  # comments kept
+    diff = json.loads(dvc("params", "diff", "--json"))
+    changed = diff["pipelines/gpt.yaml"]["sizes.tiny.pretrain.learning_rate"]
+    assert (changed["old"], changed["new"]) == (0.002, 0.003)
+
+    lrs = []
+
+    def walk_lr(entries):
+        for e in entries:
+            recipe_params = ((e.get("data") or {}).get("params") or {}).get("pipelines/gpt.yaml", {}).get("data", {})
+            lrs.append(recipe_params.get("sizes", {}).get("tiny", {}).get("pretrain", {}).get("learning_rate"))
+            for exp in e.get("experiments") or []:
+                walk_lr(exp.get("revs", []))
+
+    walk_lr(json.loads(dvc("exp", "show", "--json")))
+    assert sorted(lrs) == [0.002, 0.002, 0.003, 0.003], lrs  # workspace, commit, and the two experiments

@@ -115,7 +115,9 @@ def test_an_architecture_adds_its_stages_without_code_changes(graph_root):
     assert names(gpt) <= names(both)
     assert set(both["report"].upstream) == {"evaluate_gpt", "evaluate_t5"}
     assert both["pretrain_t5"].upstream == ("dataset_span_corruption", "tokens_unigram", "tokenizer_unigram")
-    assert "pipelines/t5.yaml" in both["pretrain_t5"].deps
+    # the recipe is a parameters file (its keys in recipe_params), not a dependency, and part of the code version
+    assert both["pretrain_t5"].recipe == "pipelines/t5.yaml" and "pipelines/t5.yaml" not in both["pretrain_t5"].deps
+    assert "sizes.tiny.pretrain" in both["pretrain_t5"].recipe_params and "pipelines/t5.yaml" in both["pretrain_t5"].code
     assert both["finetune_t5_task"].key == {"arch": "t5", "task": "task", "init": "pretrained"}
     # ... and to the DVC view
     assert set(dvc_stages(both)["stages"]) == names(both)
@@ -173,7 +175,7 @@ def test_repository_and_tiny_graphs_are_well_formed(graph_root, archs):
             main.commands[stage.command[0]].make_context("lmforge", list(stage.command[1:]))  # the CLI accepts it
             for up in stage.upstream:  # topological: upstream first; and what it reads is a dependency
                 assert up in seen, f"{stage.name} comes before its upstream {up}"
-                missing = [p for p in graph[up].paths if p not in stage.deps]
+                missing = [o.path for o in graph[up].outputs if o.kind == "out" and o.path not in stage.deps]
                 assert not missing, f"{stage.name} reads from {up} but does not depend on {missing}"
             seen.add(stage.name)
         outputs = [(p, s.name) for s in graph for p in s.paths]
@@ -189,7 +191,8 @@ def test_dvc_derives_the_same_edges_as_the_registry():
     doc = dvc_stages(graph)["stages"]
     assert dvc_graph_of(doc) == (set(graph.stages), graph.edges())
     for name, entry in doc.items():
-        assert entry["cmd"] == graph[name].cli and entry["params"] == list(graph[name].params)
+        s = graph[name]
+        assert entry["cmd"] == s.cli and entry["params"] == [*s.params, *([{s.recipe: list(s.recipe_params)}] if s.recipe else [])]
 
 
 # ----------------------------------------------------------------------------- paths, errors, code versions
@@ -197,7 +200,7 @@ def test_dvc_derives_the_same_edges_as_the_registry():
 
 def test_paths_inside_the_project_are_relative_and_outside_is_an_error_for_dvc(graph_root, tmp_path):
     inside = build_stages(graph_project(graph_root, clean={"output": str(graph_root / "data" / "corpus")}), root=graph_root)
-    assert inside["clean"].paths == ["data/corpus"] and "data/corpus" in inside["tokens_bpe"].deps
+    assert inside["clean"].paths == ["data/corpus", "data/corpus.metrics.json"] and "data/corpus" in inside["tokens_bpe"].deps
 
     elsewhere = tmp_path / "elsewhere" / "models"
     graph = build_stages(graph_project(graph_root, train={"output": str(elsewhere)}), root=graph_root)

@@ -22,6 +22,9 @@ def dvc_stages(graph: StageGraph) -> dict[str, Any]:
     """The ``dvc.yaml`` document of ``graph`` (a plain dict, ready for YAML)."""
     stages: dict[str, Any] = {}
     for s in graph:
+        if s.recipe and not (graph.root / s.recipe).exists():
+            raise ConfigError(f"{s.recipe}: not in this project (its recipe is the packaged starter's, which DVC cannot "
+                              "track); `lmforge init` writes params.yaml and the recipes into the project folder")
         for path in s.paths:  # inputs may lie anywhere (DVC tracks them as external deps); outputs may not
             if Path(path).is_absolute():
                 raise ConfigError(f"stage {s.name}: output {path} lies outside the project {graph.root}; DVC writes "
@@ -29,8 +32,10 @@ def dvc_stages(graph: StageGraph) -> dict[str, Any]:
         entry: dict[str, Any] = {"desc": s.description, "cmd": s.cli}
         if s.deps:
             entry["deps"] = list(s.deps)
-        if s.params:
-            entry["params"] = list(s.params)
+        if s.params or s.recipe_params:
+            # the recipe is a parameters file of its own: `dvc exp run -S <recipe>:<key>=<value>`
+            # and `dvc params diff` reach its values, and a change re-runs only the stages reading them
+            entry["params"] = [*s.params, *([{s.recipe: list(s.recipe_params)}] if s.recipe_params else [])]
         for section in ("outs", "metrics", "plots"):
             items = [o for o in s.outputs if {"outs": "out"}.get(section, section) == o.kind]
             if items:

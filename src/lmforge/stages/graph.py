@@ -26,6 +26,7 @@ from .. import layout
 from ..config import ConfigError, Params, load_params
 from .kind import Log
 from .kinds import KINDS
+from .metrics import metrics_path, write_stage_metrics
 
 
 @dataclass(frozen=True)
@@ -44,11 +45,13 @@ class Stage:
     description: str
     command: tuple[str, ...]       # the ``lmforge`` CLI arguments that run the stage
     upstream: tuple[str, ...]      # names of the stages whose outputs it reads
-    deps: tuple[str, ...]          # paths it reads: upstream outputs, input files, recipes, code
+    deps: tuple[str, ...]          # paths it reads: upstream outputs, input files, code
     params: tuple[str, ...]        # dotted keys of params.yaml it depends on
     outputs: tuple[Output, ...]
     key: dict[str, str] = field(default_factory=dict, compare=False)  # arch / kind / objective / task
-    code: tuple[str, ...] = ()     # the source files and recipe among ``deps`` (the code version)
+    code: tuple[str, ...] = ()     # the recipe and the source files among ``deps`` (the code version)
+    recipe: str = ""               # the recipe file it reads (training stages), a parameters file for DVC
+    recipe_params: tuple[str, ...] = ()  # dotted keys of ``recipe`` it depends on
 
     def run(self, params: Params, log: Log) -> dict:
         """Run the stage (the library function its kind names), from the project folder, holding
@@ -57,7 +60,9 @@ class Stage:
 
         with output_lock(self.output_path, wait=params.orchestrate.on_locked == "wait",
                          command=f"{self.name}: {shlex.join(sys.argv)}", log=log):
-            return KINDS[self.kind].run(params, self, log)
+            result = KINDS[self.kind].run(params, self, log)
+            write_stage_metrics(self.kind, self.output_under("."))
+            return result
 
     def summary(self, result: dict) -> str:
         """What the command line prints after the stage ran."""
@@ -163,7 +168,7 @@ def build_stages(params: Params | None = None, root: str | os.PathLike = ".", pa
     in ``params`` are relative to ``root``."""
     from ..finetuning.tasks import CORPUS_TASKS
     from ..objectives.registry import tokenizer_kind
-    from ..training.recipes import load_recipe, recipe_path
+    from ..training.recipes import load_recipe, recipe_param_keys, recipe_path
 
     root = Path(root).resolve()
     if params is None:
@@ -174,7 +179,7 @@ def build_stages(params: Params | None = None, root: str | os.PathLike = ".", pa
     stages: dict[str, Stage] = {}
 
     def add(stage: Stage) -> None:
-        recipe = [d for d in stage.deps if "arch" in stage.key and d == rel(recipe_path(params, stage.key["arch"]))]
+        recipe = (stage.recipe,) if stage.recipe else ()
         stage = replace(stage, code=(*recipe, *code[stage.kind]), deps=(*stage.deps, *code[stage.kind]))
         if stage.name in stages:
             raise ConfigError(f"two stages named {stage.name!r}; rename a task or an output")
@@ -188,7 +193,7 @@ def build_stages(params: Params | None = None, root: str | os.PathLike = ".", pa
         description="The C4 rules, language ID, bad-words filter, line and near-duplicate dedup over clean.inputs; "
                     "Parquet shards, stats.json (counts, drop reasons) and samples of dropped documents.",
         command=("clean",), upstream=(), deps=tuple(local_inputs),
-        params=("clean",), outputs=(Output(clean_out),),
+        params=("clean",), outputs=(Output(clean_out), Output(rel(metrics_path(clean_out)), kind="metrics")),
     ))
 
     # ------------------------------------------------------------------ tokenizers and token stores
@@ -206,7 +211,8 @@ def build_stages(params: Params | None = None, root: str | os.PathLike = ".", pa
             command=("tokenizer", "--kind", kind), upstream=("clean",) if corpus == clean_out else (),
             deps=(corpus,),
             params=("tokenizer.input", "tokenizer.max_training_documents", f"tokenizer.{kind}", "split"),
-            outputs=(Output(rel(layout.tokenizer_dir(params, kind))),), key={"kind": kind},
+            outputs=(Output(rel(layout.tokenizer_dir(params, kind))),
+                     Output(rel(metrics_path(layout.tokenizer_dir(params, kind))), kind="metrics")), key={"kind": kind},
         ))
     store_kinds = list(params.tokenize.kinds or params.tokenizer.kinds)
     for kind in kinds:
@@ -221,7 +227,8 @@ def build_stages(params: Params | None = None, root: str | os.PathLike = ".", pa
             command=("tokenize", "--kind", kind), upstream=("clean", f"tokenizer_{kind}"),
             deps=(clean_out, rel(layout.tokenizer_dir(params, kind))),
             params=("tokenize.batch_size", "split"),
-            outputs=(Output(rel(layout.token_store_dir(params, kind))),), key={"kind": kind},
+            outputs=(Output(rel(layout.token_store_dir(params, kind))),
+                     Output(rel(metrics_path(layout.token_store_dir(params, kind))), kind="metrics")), key={"kind": kind},
         ))
 
     # ------------------------------------------------------------------ objective datasets
@@ -240,7 +247,9 @@ def build_stages(params: Params | None = None, root: str | os.PathLike = ".", pa
             command=("dataset", objective), upstream=(f"tokens_{kind}", f"tokenizer_{kind}"),
             deps=(rel(layout.token_store_dir(params, kind)), rel(layout.tokenizer_dir(params, kind))),
             params=(f"dataset.{objective}", "dataset.mode", "dataset.seed", "dataset.statistics_examples"),
-            outputs=(Output(rel(layout.dataset_dir(params, objective))),), key={"objective": objective},
+            outputs=(Output(rel(layout.dataset_dir(params, objective))),
+                     Output(rel(metrics_path(layout.dataset_dir(params, objective))), kind="metrics")),
+            key={"objective": objective},
         ))
 
     # ------------------------------------------------------------------ training
@@ -257,13 +266,15 @@ def build_stages(params: Params | None = None, root: str | os.PathLike = ".", pa
             command=("pretrain", arch),
             upstream=(f"dataset_{recipe.objective}", f"tokens_{kind}", f"tokenizer_{kind}"),
             deps=(rel(layout.dataset_dir(params, recipe.objective)), rel(layout.token_store_dir(params, kind)),
-                  tokenizer_out, recipe_file),
+                  tokenizer_out),
             params=(f"dataset.{recipe.objective}", "dataset.seed", "train.size", "train.seed", "train.precision",
                     "train.max_steps", "train.log_every", "evaluate.validation_batches"),
             outputs=(Output(pre_out),),
             key={"arch": arch, "objective": recipe.objective, "kind": kind},
+            recipe=recipe_file, recipe_params=tuple(recipe_param_keys(params, arch, "pretrain", root)),
         ))
         finetuned = []
+        finetune_recipe = tuple(recipe_param_keys(params, arch, "finetune", root))
         for task in params.finetune.tasks:
             task_deps: list[str] = []
             task_upstream = [f"tokenizer_{kind}"]
@@ -288,8 +299,9 @@ def build_stages(params: Params | None = None, root: str | os.PathLike = ".", pa
                             "metrics.json with test accuracy / macro-F1 and the majority and bag-of-words baselines.",
                 command=("finetune", arch, "--task", task),
                 upstream=tuple(dict.fromkeys((f"pretrain_{arch}", *task_upstream))),
-                deps=tuple(dict.fromkeys((pre_out, tokenizer_out, *task_deps, recipe_file))), params=finetune_params,
+                deps=tuple(dict.fromkeys((pre_out, tokenizer_out, *task_deps))), params=finetune_params,
                 outputs=(Output(out),), key={"arch": arch, "task": task, "init": "pretrained"},
+                recipe=recipe_file, recipe_params=finetune_recipe,
             ))
             if params.finetune.scratch_control:
                 name = f"finetune_scratch_{arch}_{_slug(layout.task_slug(task))}"
@@ -300,8 +312,9 @@ def build_stages(params: Params | None = None, root: str | os.PathLike = ".", pa
                     description=f"The control: {arch} randomly initialised, fine-tuned on {task} with the same recipe "
                                 "and budget as the pretrained one; what pretraining is worth is the difference.",
                     command=("finetune", arch, "--task", task, "--from-scratch"), upstream=tuple(task_upstream),
-                    deps=(tokenizer_out, *task_deps, recipe_file), params=finetune_params,
+                    deps=(tokenizer_out, *task_deps), params=finetune_params,
                     outputs=(Output(out),), key={"arch": arch, "task": task, "init": "scratch"},
+                    recipe=recipe_file, recipe_params=finetune_recipe,
                 ))
         add(Stage(
             name=f"evaluate_{arch}", kind="evaluate",

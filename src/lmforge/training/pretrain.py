@@ -141,7 +141,7 @@ def run_pretrain(params: Params, arch: str, *, log: Callable[[str], None] = prin
         final = intrinsic(module.device)
         metrics = {
             "architecture": arch, "objective": recipe.objective, "tokenizer": kind, "preset": size.preset,
-            "parameters": n_params, "steps": trainer.global_step,
+            "parameters": n_params, "steps": trainer.global_step, "optim": optim.model_dump(mode="json"),
             "examples_seen": module.micro_steps_done * batch_size * world_size(),
             "train_loss_first": history.first("train/loss"), "train_loss_last": history.last("train/loss"),
             "validation": final, "validation_start": start, "seconds": round(time.time() - started, 1), "fingerprint": fp,

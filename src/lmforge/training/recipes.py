@@ -20,7 +20,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, ValidationError, model_validator
 
-from ..config import ConfigError, Params, format_validation_error
+from ..config import ConfigError, Params, apply_override, format_validation_error
 from ..schema import StrictModel
 
 
@@ -163,26 +163,76 @@ def recipe_path(params: Params, arch: str) -> Path:
     return Path(params.train.recipes) / f"{arch}.yaml"
 
 
+def starter_recipe(arch: str) -> Path:
+    """The recipe ``lmforge init`` writes for ``arch`` (packaged with lmforge)."""
+    from .. import starter
+
+    return starter.folder() / "pipelines" / f"{arch}.yaml"
+
+
+def recipe_file(params: Params, arch: str, root: str | Path | None = None) -> Path:
+    """Where ``arch``'s recipe is read from: the project's ``<train.recipes>/<arch>.yaml``; in a
+    project with no recipes folder at all, the packaged starter recipe (``lmforge init`` writes
+    them into the project, where DVC can see them)."""
+    path = recipe_path(params, arch)
+    full = Path(root) / path if root is not None and not path.is_absolute() else path
+    if not full.parent.exists() and starter_recipe(arch).exists():
+        return starter_recipe(arch)
+    return full
+
+
+def _read(path: Path, shown: Path, arch: str) -> dict[str, Any]:
+    if not path.exists():
+        raise ConfigError(f"{shown}: no recipe for architecture {arch!r} (`lmforge init` writes the starter recipes)")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{shown}: not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{shown}: the top level must be a mapping, got {type(data).__name__}")
+    return data
+
+
 def load_recipe(params: Params, arch: str, root: str | Path | None = None) -> Recipe:
     """The recipe of ``arch`` from ``params.train.recipes`` (relative to ``root``, default the
-    working directory); errors name the file and key."""
+    working directory) with the command's ``--set <recipe file>:key=value`` changes
+    (``params.recipe_overrides``); errors name the file and key."""
     path = recipe_path(params, arch)
-    full = Path(root) / path if root is not None else path
-    if not full.exists():
-        raise ConfigError(f"{path}: no recipe for architecture {arch!r}")
-    try:
-        data = yaml.safe_load(full.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    data = _read(recipe_file(params, arch, root), path, arch)
+    overrides = params.recipe_overrides.get(arch, [])
+    for item in overrides:
+        apply_override(data, item)
+    source = f"{path} (with --set {', '.join(overrides)})" if overrides else str(path)
     try:
         recipe = Recipe.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(format_validation_error(str(path), exc, "recipe")) from None
+        raise ConfigError(format_validation_error(source, exc, "recipe")) from None
     if recipe.architecture != arch:
-        raise ConfigError(f"{path}: architecture is {recipe.architecture!r}, expected {arch!r} (the file name)")
+        raise ConfigError(f"{source}: architecture is {recipe.architecture!r}, expected {arch!r} (the file name)")
     if params.train.size not in recipe.sizes:
-        raise ConfigError(f"{path}: no size {params.train.size!r} (train.size); it has {sorted(recipe.sizes)}")
+        raise ConfigError(f"{source}: no size {params.train.size!r} (train.size); it has {sorted(recipe.sizes)}")
     return recipe
+
+
+def recipe_param_keys(params: Params, arch: str, part: Literal["pretrain", "finetune"],
+                      root: str | Path | None = None) -> list[str]:
+    """The keys of ``arch``'s recipe file that a ``part`` stage reads, as DVC names parameters in
+    another file (dotted; a mapping stands for everything under it): the objective and head,
+    and of the size ``train.size`` its preset, model overrides and ``part`` settings; fine-tuning
+    also its ``finetune`` section. Only keys the file writes (DVC refuses a missing one)."""
+    data = _read(recipe_file(params, arch, root), recipe_path(params, arch), arch)
+    size = params.train.size
+    wanted = ["objective", "head", f"sizes.{size}.preset", f"sizes.{size}.model", f"sizes.{size}.{part}"]
+    if part == "finetune":
+        wanted.append("finetune")
+    keys = []
+    for key in wanted:
+        node: Any = data
+        for name in key.split("."):
+            node = node.get(name) if isinstance(node, dict) else None
+        if node is not None:
+            keys.append(key)
+    return keys
 
 
 def size_recipe(params: Params, recipe: Recipe) -> SizeRecipe:
