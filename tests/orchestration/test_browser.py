@@ -3,7 +3,8 @@
 
 - On a tiny project, ``dagster dev`` (webserver and daemon, as ``make ui``) serves the asset
   graph; the test opens the corpus group, selects ``clean``, clicks "Materialize selected" and
-  waits for the run to succeed, then checks the files and the asset checks.
+  waits for the run to succeed, then checks the files and the asset checks, and that the asset
+  page shows the stage's chart (the Markdown image of its metadata, decoded by the browser).
 - On the repository itself (the default graph), the webserver alone shows the global lineage:
   every group and asset is there; nothing is materialized. Its screenshot of one
   architecture's lineage is the README's (docs/img/asset-graph.png).
@@ -273,9 +274,18 @@ def test_materialize_clean_from_the_ui(tmp_path):
         page.get_by_text("drop_reasons", exact=True).first.wait_for(state="visible")
         shots.take(page, "03-asset-clean.png")
 
+        # ... and the stage's pictures: the drops chart, inline in its Markdown (a data: URL), decoded
+        row = page.locator("tr", has=page.get_by_text("drops", exact=True))
+        row.get_by_text("[Show Markdown]").click()
+        chart = page.locator('[role="dialog"] img[src^="data:image/png"]').first
+        chart.wait_for(state="visible")
+        assert chart.evaluate("img => [img.complete, img.naturalWidth, img.naturalHeight]") == [True, 1100, 400]
+        shots.take(page, "04-asset-clean-chart.png")
+
     stats = json.loads((project / "data" / "clean" / "stats.json").read_text(encoding="utf-8"))
     assert stats["documents_in"] == 240 and stats["documents_out"] > 100
     assert sorted(p.name for p in (project / "data" / "clean").glob("shard-*.parquet"))
+    assert (project / "data" / "clean" / "drops.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not (project / "data" / "tokenizers").exists()  # only the selected asset ran
 
 

@@ -13,9 +13,11 @@ project folder, and DVC reads every key a stage names from the file.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -238,6 +240,14 @@ def test_data_assets_materialize_in_process_with_metadata_and_checks(pipeline):
     assert meta["dataset_clm"]["train/examples_per_epoch"] > 0 and meta["dataset_clm"]["train/block_size"] == 32
     for name in DATA_STAGES:
         assert meta[name]["dvc_lock_updated"] is True, name
+    # the stages' pictures, inline in the asset's metadata, each the PNG the stage wrote
+    pictures = {"clean": ("data/clean", ("drops", "lengths", "languages", "near_duplicates")),
+                "tokenizer_bpe": ("data/tokenizers/bpe", ("fertility", "token_lengths")),
+                "dataset_clm": ("data/datasets/clm", ("input_lengths",))}
+    for name, (folder, charts) in pictures.items():
+        for chart in charts:
+            data = base64.b64encode((root / folder / f"{chart}.png").read_bytes()).decode("ascii")
+            assert re.fullmatch(rf"!\[[^\]]+\]\(data:image/png;base64,{re.escape(data)}\)", meta[name][chart]), (name, chart)
 
     evaluations = check_evaluations(result)
     assert set(evaluations) == {(s, spec.name) for s in DATA_STAGES for spec in CHECKS[build_stages(root=root)[s].kind]}
