@@ -62,3 +62,20 @@ def test_an_unknown_total_gives_the_count_alone():
         p.update(360)
     assert out.getvalue().splitlines() == ["token store bpe: 300 documents (25.0 documents/s, 0:12 elapsed)",
                                            "token store bpe: 360 documents (24.0 documents/s, 0:15 elapsed)"]
+
+
+def test_a_terminal_that_reports_no_size_still_gets_a_bar(monkeypatch):
+    # a bare pseudo-terminal (script, docker exec -t) reports 0 columns; tqdm drew an empty bar there
+    import os
+    import pty
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    master, slave = pty.openpty()
+    assert os.get_terminal_size(slave).columns == 0
+    with open(slave, "w", encoding="utf-8", closefd=True) as stream:
+        progress = Progress(10, "pretrain gpt", "steps", stream=stream)
+        progress.update(3, "loss 5.000")
+        progress.close()
+    text = os.read(master, 65536).decode("utf-8", "replace")
+    os.close(master)
+    assert "pretrain gpt" in text and "3/10" in text and "loss 5.000" in text, text

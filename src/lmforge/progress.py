@@ -29,6 +29,22 @@ def _quiet() -> bool:
     return os.environ.get("LMFORGE_VERBOSITY") == "quiet"
 
 
+def _bar_size(stream: TextIO) -> dict:
+    """tqdm's width options: following the terminal's width; a terminal that reports no size
+    (a bare pseudo-terminal: ``script``, ``docker exec -t``) would get an empty bar, so there
+    the fixed width ``COLUMNS`` (default 100)."""
+    try:
+        if os.get_terminal_size(stream.fileno()).columns > 0:
+            return {"dynamic_ncols": True}
+    except (OSError, ValueError, AttributeError):
+        pass
+    try:
+        columns, lines = int(os.environ.get("COLUMNS", 100)), int(os.environ.get("LINES", 24))
+    except ValueError:
+        columns, lines = 100, 24
+    return {"ncols": max(columns, 40), "nrows": max(lines, 2)}
+
+
 class Progress:
     """``update(done)`` with the count done so far (of ``total`` ``unit``, None when unknown);
     ``close()`` at the end (or use it as a context manager)."""
@@ -46,8 +62,8 @@ class Progress:
         if bar_on_terminal(self.stream):
             from tqdm import tqdm
 
-            self.bar = tqdm(total=total, initial=initial, desc=label, unit=f" {unit}", file=self.stream,
-                            dynamic_ncols=True, leave=True)
+            self.bar = tqdm(total=total, initial=initial, desc=label, unit=f" {unit}", file=self.stream, leave=True,
+                            **_bar_size(self.stream))
 
     def line(self) -> str:
         elapsed = max(self.clock() - self.start, 1e-9)
