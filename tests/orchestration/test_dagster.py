@@ -332,6 +332,7 @@ def test_training_asset_runs_in_the_dagster_process_on_one_cpu(pipeline):
     metrics = json.loads((pipeline.root / "models/gpt/task/metrics.json").read_text())
     assert meta["reported/mlflow_run_id"] == metrics["mlflow_run_id"]  # the same figures as through Pipes
     assert meta["reported/test/accuracy"] == metrics["test"]["accuracy"]
+    assert meta["confusion"].startswith("![gpt on task test confusion matrix](data:image/png;base64,")  # its picture
     assert meta["dvc_lock_updated"] is True
     run = MlflowClient(f"sqlite:///{pipeline.root / 'mlflow.db'}").get_run(metrics["mlflow_run_id"])
     assert run.data.tags["dagster_run_id"] == result.run_id
