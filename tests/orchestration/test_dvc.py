@@ -103,6 +103,10 @@ def test_dvc_repro_status_metrics_plots_and_experiments(tmp_path):
     plots = json.loads(dvc("plots", "show", "--json", "-o", str(tmp_path / "dvc_plots")))["data"]
     curve = plots["pretraining_loss"][0]["content"]["data"]["values"]
     assert [int(v["step"]) for v in curve] == [1, 2, 3, 4] and all(float(v["train_loss"]) > 0 for v in curve)
+    schedule = plots["learning_rate"][0]["content"]["data"]["values"]  # the recipe's warmup, then the decay
+    assert [int(v["step"]) for v in schedule] == [1, 2, 3, 4] and all(float(v["lr"]) > 0 for v in schedule)
+    throughput = plots["tokens_per_second"][0]["content"]["data"]["values"]
+    assert all(float(v["tokens_per_second"]) > 0 for v in throughput)
     assert {"data/report/loss_curves.png", "data/report/bits_per_byte.png", "data/report/downstream.png"} <= set(plots)
 
     # an experiment with another value of a parameter the training stages read

@@ -46,10 +46,17 @@ def dvc_stages(graph: StageGraph) -> dict[str, Any]:
         report = graph["report"]
         plots_dir = next(o.path for o in report.outputs if o.path.endswith("/plots") or o.path == "plots")
         archs = [s.key["arch"] for s in graph if s.kind == "pretrain"]
-        doc["plots"] = [  # the stage's own PNG plots show as they are; this one draws the curves from the CSVs
+        csvs = [f"{plots_dir}/loss_{a}.csv" for a in archs]
+        doc["plots"] = [  # the stage's own PNG plots show as they are; these draw the curves from the CSVs
             {"pretraining_loss": {"template": "linear", "x": "step", "x_label": "optimizer step",
                                   "y_label": "training loss (nats)", "title": "Pretraining loss",
-                                  "y": {f"{plots_dir}/loss_{a}.csv": "train_loss" for a in archs}}},
+                                  "y": {c: "train_loss" for c in csvs}}},
+            {"learning_rate": {"template": "linear", "x": "step", "x_label": "optimizer step",
+                               "y_label": "learning rate", "title": "Learning-rate schedule",
+                               "y": {c: "lr" for c in csvs}}},
+            {"tokens_per_second": {"template": "linear", "x": "step", "x_label": "optimizer step",
+                                   "y_label": "tokens per second", "title": "Training throughput",
+                                   "y": {c: "tokens_per_second" for c in csvs}}},
         ]
     return doc
 

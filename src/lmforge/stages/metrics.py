@@ -22,10 +22,11 @@ def metrics_path(output: str | Path) -> Path:
 
 
 def _numbers(node: Any, skip: frozenset[str] = frozenset()) -> Any:
-    """``node`` with only its numeric leaves (booleans, text and non-finite numbers left out,
-    and the mappings left empty); DVC shows nested keys dotted."""
+    """``node`` with only its numeric leaves (booleans, text, lists, non-finite numbers and
+    histograms left out — histograms are the stages' pictures —, and the mappings left empty);
+    DVC shows nested keys dotted."""
     if isinstance(node, dict):
-        kept = {k: _numbers(v, skip) for k, v in node.items() if k not in skip}
+        kept = {k: _numbers(v, skip) for k, v in node.items() if k not in skip and "histogram" not in k}
         return {k: v for k, v in kept.items() if v is not None and v != {}}
     if isinstance(node, (int, float)) and not isinstance(node, bool) and math.isfinite(node):
         return node

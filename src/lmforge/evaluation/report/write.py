@@ -48,12 +48,13 @@ def read_history(path: Path | None) -> pd.DataFrame | None:
 
 
 def loss_table(history: pd.DataFrame | None) -> pd.DataFrame | None:
-    """step, train_loss[, val_loss]: the rows with a train loss."""
+    """step, train_loss[, val_loss, lr, tokens_per_second]: the rows with a train loss."""
     if history is None or "train/loss" not in history.columns:
         return None
     table = pd.DataFrame({"step": history["step"].astype("int64"), "train_loss": history["train/loss"]})
-    if "val/loss" in history.columns and history["val/loss"].notna().any():
-        table["val_loss"] = history["val/loss"]
+    for column, name in (("val/loss", "val_loss"), ("lr", "lr"), ("tokens_per_second", "tokens_per_second")):
+        if column in history.columns and history[column].notna().any():
+            table[name] = history[column]
     return table[table["train_loss"].notna()].reset_index(drop=True)
 
 
