@@ -25,7 +25,8 @@ REPO = Path(__file__).resolve().parents[1]
 # the run's slice of the default: one architecture on 400 documents of the standard library
 SMALL = ["--set", "train.architectures=[gpt]", "--set", "clean.max_documents=400", "--set", "train.max_steps=10",
          "--set", "train.finetune_max_steps=5", "--set", "tokenizer.kinds=[bpe]", "--set", "tokenize.kinds=[bpe]",
-         "--set", "dataset.objectives=[clm]", "--set", "tracking.enabled=false", "--set", "train.threads=1"]
+         "--set", "dataset.objectives=[clm]", "--set", "tracking.enabled=false", "--set", "train.threads=1",
+         "--set", "finetune.scratch_control=false"]
 
 
 def _tracked_tree(dest: Path) -> None:

@@ -78,8 +78,11 @@ def test_dvc_push_pull_to_local_remote_restores_deleted_outputs(tmp_path):
     sh(str(BIN / "lmforge"), "dvc")
     stages = yaml.safe_load((root / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
     assert list(stages) == DATA
-    outs = [o for entry in stages.values() for o in entry["outs"]]
-    assert outs == ["data/clean", "data/tokenizers/bpe", "data/tokens/bpe", "data/datasets/clm"]
+    # each data stage's output and its statistics for DVC (cached, pushed and pulled alike)
+    outs_of = {name: [*entry["outs"], *entry.get("metrics", [])] for name, entry in stages.items()}
+    outs = [o for name in DATA for o in outs_of[name]]
+    assert outs == ["data/clean", "data/clean.metrics.json", "data/tokenizers/bpe", "data/tokenizers/bpe.metrics.json",
+                    "data/tokens/bpe", "data/tokens/bpe.metrics.json", "data/datasets/clm", "data/datasets/clm.metrics.json"]
     sh("git", "add", "-A")
     sh("git", "commit", "-q", "--no-gpg-sign", "-m", "tiny data project")
 
@@ -98,7 +101,7 @@ def test_dvc_push_pull_to_local_remote_restores_deleted_outputs(tmp_path):
     lose_outputs_and_cache()
     changed = dvc_json("status")
     assert sorted(changed) == sorted(DATA), changed
-    assert all({"changed outs": {out: "not in cache"}} in changed[s] for s, out in zip(DATA, outs)), changed
+    assert all({"changed outs": {out: "not in cache" for out in outs_of[s]}} in changed[s] for s in DATA), changed
 
     sh(str(BIN / "dvc"), "pull")
     assert digests(root, outs) == before  # the same files, byte for byte

@@ -195,9 +195,10 @@ def test_write_report(project):
         data = (out / name).read_bytes()
         assert data[:8] == PNG_MAGIC and len(data) > 5000, name
 
-    # plot CSVs: rows with a train loss only, validation merged onto them
+    # plot CSVs: rows with a train loss only, validation and the learning rate merged onto them
     gpt = pd.read_csv(out / "plots" / "loss_gpt.csv")
-    assert list(gpt.columns) == ["step", "train_loss", "val_loss"]
+    assert list(gpt.columns) == ["step", "train_loss", "val_loss", "lr"]  # no tokens/s in these histories
+    assert gpt["lr"].tolist() == pytest.approx([0.001] * 5)
     assert list(gpt["step"]) == [1, 10, 20, 30, 40]
     assert list(gpt["train_loss"]) == pytest.approx([9.0, 7.5, 6.4, 6.0, 5.8])
     assert gpt["val_loss"].isna().tolist() == [True, True, False, True, False]

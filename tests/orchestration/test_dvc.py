@@ -109,51 +109,37 @@ def test_dvc_repro_status_metrics_plots_and_experiments(tmp_path):
     assert all(float(v["tokens_per_second"]) > 0 for v in throughput)
     assert {"data/report/loss_curves.png", "data/report/bits_per_byte.png", "data/report/downstream.png"} <= set(plots)
 
-    # an experiment with another value of a parameter the training stages read
-    out = dvc("exp", "run", "-S", "train.max_steps=5")
-    # the from-scratch control reads no pretrained model and none of these parameters
+    # an experiment with another value of a parameter the training stages read: a recipe's (the
+    # recipe is a parameters file, its keys named per stage), so it re-runs the stages that read
+    # the key (the from-scratch control reads the fine-tuning settings only), and `dvc params diff`
+    # and `dvc exp show` show it
+    gpt_lr = "pipelines/gpt.yaml:sizes.tiny.pretrain.learning_rate"
+    out = dvc("exp", "run", "-S", f"{gpt_lr}=0.003")
     assert ran(out) == TRAINING and sorted(skipped(out)) == sorted(DATA + ["finetune_scratch_gpt_task"]), out
     assert json.loads(dvc("status", "--json")) == {}
-    assert json.loads((root / "data/report/metrics.json").read_text(encoding="utf-8"))["gpt"]["steps"] == 5
+    pretrained = json.loads((root / "models/gpt/pretrain/metrics.json").read_text(encoding="utf-8"))
+    assert pretrained["optim"]["learning_rate"] == 0.003 and pretrained["steps"] == 4
     with open(root / "models/gpt/pretrain/history.csv", newline="", encoding="utf-8") as f:
-        assert [int(r["step"]) for r in csv.DictReader(f) if r["train/loss"]] == [1, 2, 3, 4, 5]
-    rows = {}  # name -> (train.max_steps, the report's gpt steps) of the baseline commit and the experiment
+        assert [int(r["step"]) for r in csv.DictReader(f) if r["train/loss"]] == [1, 2, 3, 4]
+    recipe = (root / "pipelines/gpt.yaml").read_text(encoding="utf-8")
+    assert "learning_rate: 0.003" in recipe and "# passes over the training examples" in recipe  # comments kept
+    changed = json.loads(dvc("params", "diff", "--json"))["pipelines/gpt.yaml"]["sizes.tiny.pretrain.learning_rate"]
+    assert (changed["old"], changed["new"]) == (0.002, 0.003)
+    rows = {}  # name -> (the recipe's learning rate, the report's gpt validation loss) per revision
 
     def walk(entries):
         for e in entries:
             data = e.get("data") or {}
-            max_steps = data.get("params", {}).get("params.yaml", {}).get("data", {}).get("train", {}).get("max_steps")
+            recipe_params = data.get("params", {}).get("pipelines/gpt.yaml", {}).get("data", {})
+            lr = recipe_params.get("sizes", {}).get("tiny", {}).get("pretrain", {}).get("learning_rate")
             metrics = data.get("metrics", {}).get("data/report/metrics.json", {}).get("data", {})
-            rows[e.get("name") or e["rev"]] = (max_steps, metrics.get("gpt", {}).get("steps"))
+            rows[e.get("name") or e["rev"]] = (lr, metrics.get("gpt", {}).get("val_loss"))
             for exp in e.get("experiments") or []:
                 walk(exp.get("revs", []))
 
     walk(json.loads(dvc("exp", "show", "--json")))
-    assert rows.pop("workspace") == (5, 5)
-    assert sorted(rows.values()) == [(4, 4), (5, 5)], rows  # the commit's metrics and the experiment's
-
-    # a recipe's value is a parameter too (the recipe is a parameters file): the learning rate
-    # re-runs the stages that read it, `dvc params diff` and `dvc exp show` show it
-    gpt_lr = "pipelines/gpt.yaml:sizes.tiny.pretrain.learning_rate"
-    out = dvc("exp", "run", "-S", f"{gpt_lr}=0.003")
-    assert ran(out) == ["pretrain_gpt", "finetune_gpt_task", "evaluate_gpt", "report"], out
-    assert sorted(skipped(out)) == sorted(DATA + ["finetune_scratch_gpt_task"]), out
-    pretrained = json.loads((root / "models/gpt/pretrain/metrics.json").read_text(encoding="utf-8"))
-    assert pretrained["optim"]["learning_rate"] == 0.003
-    recipe = (root / "pipelines/gpt.yaml").read_text(encoding="utf-8")
-    assert "learning_rate: 0.003" in recipe and "# passes over the training examples" in recipe  # comments kept
-    diff = json.loads(dvc("params", "diff", "--json"))
-    changed = diff["pipelines/gpt.yaml"]["sizes.tiny.pretrain.learning_rate"]
-    assert (changed["old"], changed["new"]) == (0.002, 0.003)
-
-    lrs = []
-
-    def walk_lr(entries):
-        for e in entries:
-            recipe_params = ((e.get("data") or {}).get("params") or {}).get("pipelines/gpt.yaml", {}).get("data", {})
-            lrs.append(recipe_params.get("sizes", {}).get("tiny", {}).get("pretrain", {}).get("learning_rate"))
-            for exp in e.get("experiments") or []:
-                walk_lr(exp.get("revs", []))
-
-    walk_lr(json.loads(dvc("exp", "show", "--json")))
-    assert sorted(lrs) == [0.002, 0.002, 0.003, 0.003], lrs  # workspace, commit, and the two experiments
+    new_loss = json.loads((root / "data/report/metrics.json").read_text(encoding="utf-8"))["gpt"]["val_loss"]
+    assert rows.pop("workspace") == (0.003, new_loss)
+    # the commit's and the experiment's: each with its own learning rate and the loss it gave
+    assert sorted(rows.values()) == sorted([(0.002, report["gpt"]["val_loss"]), (0.003, new_loss)]), rows
+    assert new_loss != report["gpt"]["val_loss"]

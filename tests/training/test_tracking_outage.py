@@ -18,16 +18,23 @@ from lmforge.tracking.tracker import send_spooled
 from ..mlflow_server import MlflowServer
 
 
-@pytest.fixture
-def server(tmp_path):
-    folder = tmp_path / "server"
-    folder.mkdir()
-    srv = MlflowServer(folder)
+@pytest.fixture(scope="module")
+def _shared_server(tmp_path_factory):
+    srv = MlflowServer(tmp_path_factory.mktemp("server"))  # one server for the module: it takes seconds to start
     srv.start()
     try:
         yield srv
     finally:
         srv.stop()
+
+
+@pytest.fixture
+def server(_shared_server):
+    """The module's server, answering when a test starts (a test that stopped it and failed
+    before starting it again leaves it stopped)."""
+    if _shared_server.proc is None:  # stopped
+        _shared_server.start()
+    return _shared_server
 
 
 @pytest.mark.slow

@@ -19,6 +19,7 @@ from ..config import Params
 from ..layout import dataset_dir, token_store_dir
 from ..objectives.base import IGNORE_INDEX, ObjectiveError
 from ..objectives.registry import tokenizer_kind
+from ..progress import Progress
 from .open import ObjectiveDataset, open_objective
 
 _HIST_BINS = [0, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 1 << 62]
@@ -107,7 +108,11 @@ def build_dataset(params: Params, name: str, log: Callable[[str], None] = print)
                 continue
             data = ObjectiveDataset(objective, seed=cfg.seed, epoch=0)
             measured = n if cfg.mode == "static" else min(n, cfg.statistics_examples)
-            examples = [data[i] for i in range(measured)]
+            with Progress(measured, f"dataset {name} ({split})", "examples") as progress:
+                examples = []
+                for i in range(measured):
+                    examples.append(data[i])
+                    progress.update(i + 1)
             stats = {"examples_per_epoch": n, **generic_statistics(examples), **objective.statistics(examples)}
             if cfg.mode == "static":
                 pq.write_table(_examples_table(examples), tmp / f"{split}.parquet", compression="zstd")

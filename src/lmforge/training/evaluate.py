@@ -16,6 +16,7 @@ from typing import Any
 from .. import layout
 from ..config import Params
 from ..artifacts import atomic_write_json
+from ..progress import Progress
 
 
 def _read(path: Path) -> dict | None:
@@ -72,39 +73,43 @@ def run_evaluate(params: Params, archs: list[str] | None = None, *, log: Callabl
     out_dir = layout.evaluations_dir(params)
     out_dir.mkdir(parents=True, exist_ok=True)
     results = {}
-    for arch in archs or params.train.architectures:
-        ev = gather(params, arch)
-        ev["samples"] = pretrained_samples(params, arch)
-        ev["promotion"] = {}
-        with factory(run_name=f"evaluate-{arch}", tags={"stage": "evaluate", "architecture": arch,
-                                                         **tracking.run_tags(commit=tracking.git_commit("."), inputs={},
-                                                                             recipe=f"{params.train.recipes}/{arch}.yaml")}) as tracker:
-            v = ev["pretrain"]["validation"] or {}
-            tracker.log_metrics({f"pretrain/{k}": x for k, x in v.items() if isinstance(x, (int, float))})
-            gates = []
-            reg = ev["pretrain"].get("registered_model")
-            if reg and "loss" in v:
-                gates.append((reg, "validation_loss", v["loss"], False))
-            for task, ft in ev["finetune"].items():
-                metric = params.tracking.promotion_metric
-                tracker.log_metrics({f"{task}/test/{k}": x for k, x in (ft.get("test") or {}).items()})
-                gain = transfer_gain(ft)
-                if gain is not None:
-                    tracker.log_metrics({f"{task}/scratch/test/{k}": x for k, x in (ft["scratch"].get("test") or {}).items()})
-                    tracker.log_metrics({f"{task}/transfer_gain": gain})
-                reg = ft.get("registered_model")
-                if reg and ft.get("test") and metric in ft["test"]:
-                    gates.append((reg, f"test_{metric}", ft["test"][metric], True))
-            if params.tracking.enabled and params.tracking.register_models:
-                for reg, metric, value, higher in gates:
-                    promoted = tracking.promote_if_better(uri, reg["name"], reg["version"], metric, value, higher_is_better=higher)
-                    ev["promotion"][reg["name"]] = {"version": reg["version"], "metric": metric, "value": value,
-                                                    "champion": promoted}
-                    log(f"evaluate {arch}: {reg['name']} v{reg['version']} {metric}={value:.4f} -> "
-                        + ("champion" if promoted else "champion unchanged (not better)"))
-            tracker.log_dict(ev, f"evaluation_{arch}.json")
-            if ev["samples"]:
-                tracker.log_dict(ev["samples"], f"samples_{arch}.json")
-        atomic_write_json(out_dir / f"{arch}.json", ev)
-        results[arch] = ev
+    archs = list(archs or params.train.architectures)
+    with Progress(len(archs), "evaluate", "architectures") as progress:
+        for done, arch in enumerate(archs):
+            progress.update(done, arch)
+            ev = gather(params, arch)
+            ev["samples"] = pretrained_samples(params, arch)
+            ev["promotion"] = {}
+            with factory(run_name=f"evaluate-{arch}", tags={"stage": "evaluate", "architecture": arch,
+                                                             **tracking.run_tags(commit=tracking.git_commit("."), inputs={},
+                                                                                 recipe=f"{params.train.recipes}/{arch}.yaml")}) as tracker:
+                v = ev["pretrain"]["validation"] or {}
+                tracker.log_metrics({f"pretrain/{k}": x for k, x in v.items() if isinstance(x, (int, float))})
+                gates = []
+                reg = ev["pretrain"].get("registered_model")
+                if reg and "loss" in v:
+                    gates.append((reg, "validation_loss", v["loss"], False))
+                for task, ft in ev["finetune"].items():
+                    metric = params.tracking.promotion_metric
+                    tracker.log_metrics({f"{task}/test/{k}": x for k, x in (ft.get("test") or {}).items()})
+                    gain = transfer_gain(ft)
+                    if gain is not None:
+                        tracker.log_metrics({f"{task}/scratch/test/{k}": x for k, x in (ft["scratch"].get("test") or {}).items()})
+                        tracker.log_metrics({f"{task}/transfer_gain": gain})
+                    reg = ft.get("registered_model")
+                    if reg and ft.get("test") and metric in ft["test"]:
+                        gates.append((reg, f"test_{metric}", ft["test"][metric], True))
+                if params.tracking.enabled and params.tracking.register_models:
+                    for reg, metric, value, higher in gates:
+                        promoted = tracking.promote_if_better(uri, reg["name"], reg["version"], metric, value, higher_is_better=higher)
+                        ev["promotion"][reg["name"]] = {"version": reg["version"], "metric": metric, "value": value,
+                                                        "champion": promoted}
+                        log(f"evaluate {arch}: {reg['name']} v{reg['version']} {metric}={value:.4f} -> "
+                            + ("champion" if promoted else "champion unchanged (not better)"))
+                tracker.log_dict(ev, f"evaluation_{arch}.json")
+                if ev["samples"]:
+                    tracker.log_dict(ev["samples"], f"samples_{arch}.json")
+            atomic_write_json(out_dir / f"{arch}.json", ev)
+            results[arch] = ev
+        progress.update(len(archs), "")
     return results
