@@ -473,3 +473,19 @@ def test_augmentation_adds_examples_to_training_only(project):
     assert metrics["task_summary"]["splits"]["train"]["examples"] == 40
     own = load_task(task, params, seed=params.train.seed, max_train=params.finetune.max_train_examples)
     assert metrics["baselines"]["bag_of_words"] == baselines.bag_of_words_baseline(own, seed=params.train.seed)
+
+
+def test_f1_selection_needs_a_two_label_task(project):
+    """``finetune.metric: f1`` (the positive label's, MRPC / QQP-style) on a three-label task is
+    one clear error before any training; set here for one run, as `--set <recipe>:key=value`."""
+    from lmforge.config import ConfigError
+    from lmforge.training import finetune
+
+    task = project / "three"
+    task.mkdir()
+    for split in ("train", "validation", "test"):
+        rows = "".join(f"text number {i},{'abc'[i % 3]}\n" for i in range(12))
+        (task / f"{split}.csv").write_text("sentence,label\n" + rows, encoding="utf-8")
+    params = load_params(write_params(project), [f"{project / 'pipelines' / 'bert.yaml'}:finetune.metric=f1"])
+    with pytest.raises(ConfigError, match="f1 is the positive label's, for two-label tasks; three has 3 labels"):
+        finetune.run_finetune(params, "bert", str(task), from_scratch=True, log=lambda m: None, tracker_factory=FakeTracker)

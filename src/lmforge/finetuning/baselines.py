@@ -6,8 +6,10 @@
   ``CountVectorizer``) into a logistic regression, fit on train, scored on test. A pair is one
   text, ``a SEP b`` with a separator word the vectoriser keeps, so bigrams mark the boundary.
 
-``accuracy`` and ``macro_f1`` are scikit-learn's; the baselines average F1 over all of
-``task.label_names``, as the fine-tuning evaluation does.
+The metrics are scikit-learn's: ``accuracy``, ``macro_f1`` (averaged over all of
+``task.label_names``, as the fine-tuning evaluation does), ``mcc`` (Matthews correlation) and,
+for two labels, ``f1`` of the positive one; ``scores`` gives them all, for the baselines and the
+fine-tuned models alike.
 """
 
 from __future__ import annotations
@@ -52,8 +54,47 @@ def macro_f1(pred: Sequence, gold: Sequence, labels: Sequence | None = None) -> 
     return sum(per_label) / len(per_label)
 
 
+def mcc(pred: Sequence, gold: Sequence) -> float:
+    """Matthews correlation coefficient (``sklearn.metrics.matthews_corrcoef``; its multiclass
+    form beyond two labels): GLUE's metric for CoLA-style acceptability, 0 for a constant
+    prediction, whatever the class balance."""
+    from sklearn.metrics import matthews_corrcoef
+
+    if len(pred) != len(gold):
+        raise ValueError(f"mcc: {len(pred)} predictions for {len(gold)} gold labels")
+    if not gold:
+        raise ValueError("mcc: no examples")
+    return float(matthews_corrcoef(list(gold), list(pred)))
+
+
+def binary_f1(pred: Sequence, gold: Sequence, positive: str) -> float:
+    """F1 of the ``positive`` label (``sklearn.metrics.f1_score`` with ``pos_label``; 0 when it is
+    neither predicted nor true): GLUE's metric for MRPC / QQP-style paraphrase."""
+    from sklearn.metrics import f1_score
+
+    if len(pred) != len(gold):
+        raise ValueError(f"binary_f1: {len(pred)} predictions for {len(gold)} gold labels")
+    if not gold:
+        raise ValueError("binary_f1: no examples")
+    labels = sorted(set(gold) | set(pred) | {positive}, key=str)
+    per_label = f1_score(list(gold), list(pred), labels=labels, average=None, zero_division=0).tolist()
+    return per_label[labels.index(positive)]
+
+
+def positive_label(labels: Sequence[str]) -> str | None:
+    """The positive class of a two-label task: the second of its labels in their order (``1`` of
+    GLUE's 0/1, ``true`` of false/true, ...); None for more labels."""
+    return labels[1] if len(labels) == 2 else None
+
+
 def scores(pred: Sequence[str], gold: Sequence[str], labels: Sequence[str] | None = None) -> dict[str, float]:
-    return {"accuracy": accuracy(pred, gold), "macro_f1": macro_f1(pred, gold, labels)}
+    """Accuracy, macro-F1 over ``labels`` and the Matthews correlation; for a two-label task
+    also ``f1``, the positive label's (``positive_label``)."""
+    out = {"accuracy": accuracy(pred, gold), "macro_f1": macro_f1(pred, gold, labels), "mcc": mcc(pred, gold)}
+    positive = positive_label(list(labels)) if labels is not None else None
+    if positive is not None:
+        out["f1"] = binary_f1(pred, gold, positive)
+    return out
 
 
 def majority_label(task: Task) -> str:
@@ -62,7 +103,7 @@ def majority_label(task: Task) -> str:
 
 
 def majority_baseline(task: Task, split: str = "test") -> dict[str, Any]:
-    """Accuracy and macro F1 on ``split`` of predicting the most frequent train label."""
+    """The ``scores`` on ``split`` of predicting the most frequent train label."""
     label = majority_label(task)
     gold = [e.label for e in task.splits[split]]
     return {**scores([label] * len(gold), gold, task.label_names), "prediction": label, "split": split, "examples": len(gold)}
@@ -75,7 +116,7 @@ def joined_text(example: Example) -> str:
 
 
 def bag_of_words_baseline(task: Task, seed: int = 0, split: str = "test") -> dict[str, Any]:
-    """Accuracy and macro F1 on ``split`` of unigram + bigram counts -> logistic regression."""
+    """The ``scores`` on ``split`` of unigram + bigram counts -> logistic regression."""
     from sklearn.feature_extraction.text import CountVectorizer
     from sklearn.linear_model import LogisticRegression
 

@@ -38,7 +38,7 @@ def gather(params: Params, arch: str) -> dict[str, Any]:
         ft = _read(d / "metrics.json")
         if ft is None:
             continue
-        entry = {k: ft.get(k) for k in ("mode", "steps", "seconds", "test", "validation", "baselines", "mlflow_run_id",
+        entry = {k: ft.get(k) for k in ("mode", "metric", "steps", "seconds", "test", "validation", "baselines", "mlflow_run_id",
                                          "registered_model", "train_loss_first", "train_loss_last")}
         entry["history"] = str(d / "history.csv")
         scratch = _read(layout.finetune_scratch_dir(params, arch, task) / "metrics.json")

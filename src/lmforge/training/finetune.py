@@ -55,7 +55,7 @@ from .finetune_callbacks import BestOnValidation, prediction_scores, validation_
 from .module import LMForgeModule, balanced_class_weights
 from .progress import TrainingProgress
 from .pretrain import draw_run_charts, tokenizer_overrides, tracking_factory
-from .recipes import Recipe, SizeRecipe, load_recipe, resolve_finetune_budget, size_recipe
+from .recipes import Recipe, SizeRecipe, load_recipe, recipe_path, resolve_finetune_budget, size_recipe
 from .run import History, build_trainer, start_attempt, world_size
 
 
@@ -205,6 +205,9 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
     else:
         source = sha256_file(pretrained_weights)
     task = load_task(task_spec, params, seed=params.train.seed, max_train=params.finetune.max_train_examples)
+    if ft.metric == "f1" and len(task.label_names) != 2:
+        raise ConfigError(f"{recipe_path(params, arch)}: finetune.metric f1 is the positive label's, for two-label "
+                          f"tasks; {task.name} has {len(task.label_names)} labels (use macro_f1)")
     augmenter = None
     if ft.augment is not None:  # the masked LM that makes the new examples is an input too
         augmenter = layout.pretrained_model_dir(params, ft.augment.model)
@@ -312,6 +315,7 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
                      "matrix": confusion_matrix(test_predicted, test_gold, num_labels)}
         metrics = {
             "architecture": arch, "task": task.name, "mode": mode, "preset": preset, "init": init,
+            "metric": task.info.get("metric", "accuracy"),  # the task's own (GLUE's for a GLUE task)
             "steps": trainer.global_step, "best_step": selection.best_step,
             f"best_validation_{ft.metric}": selection.best_value, "selection": selection.summary(),
             "budget": budget, "options": options,
@@ -347,9 +351,10 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
             metrics["registered_model"] = {"name": name, "version": str(version.version)} if version else None
         atomic_write_json(staged / "metrics.json", metrics)
         attempt.publish(params.train.keep_attempts, log)
-    t = metrics["test"]
+    t, own = metrics["test"], metrics["metric"]
     log(f"finetune {arch} on {task.name} ({init}): best validation {ft.metric} {selection.best_value:.3f} at step "
-        f"{selection.best_step} of {trainer.global_step}; test accuracy {t['accuracy']:.3f}, "
+        f"{selection.best_step} of {trainer.global_step}; test "
+        + (f"{own} {t[own]:.3f}, " if own != "accuracy" else "") + f"accuracy {t['accuracy']:.3f}, "
         f"macro-F1 {t['macro_f1']:.3f} (majority {metrics['baselines']['majority']['accuracy']:.3f}, bag of words "
         f"{metrics['baselines']['bag_of_words']['accuracy']:.3f}) in {metrics['seconds']:.0f}s")
     return metrics

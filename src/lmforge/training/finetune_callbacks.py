@@ -151,7 +151,7 @@ class BestOnValidation(pl.Callback):
 
 def validation_scores(predict: Callable[[nn.Module, Any], tuple[list[int], list[int]]], label_names: list[str]) -> Evaluate:
     """``evaluate(model, device)`` from ``predict(model, device) -> (predicted, gold)`` class ids:
-    accuracy and macro-F1 over ``label_names`` (finetuning/baselines.py's definitions)."""
+    ``prediction_scores`` over ``label_names``."""
 
     def evaluate(model: nn.Module, device) -> dict[str, float]:
         return prediction_scores(*predict(model, device), label_names)
@@ -160,9 +160,10 @@ def validation_scores(predict: Callable[[nn.Module, Any], tuple[list[int], list[
 
 
 def prediction_scores(preds: list[int], gold: list[int], label_names: list[str]) -> dict[str, float]:
-    """Accuracy and macro-F1 of predicted against gold class ids (finetuning/baselines.py's definitions)."""
+    """Predicted against gold class ids: accuracy, macro-F1, Matthews correlation and, for two
+    labels, the positive label's F1 (``finetuning.baselines.scores``, the baselines' own)."""
     from ..finetuning import baselines
 
     p, g = [label_names[i] for i in preds], [label_names[i] for i in gold]
-    return {"accuracy": baselines.accuracy(p, g), "macro_f1": baselines.macro_f1(p, g, label_names), "examples": len(g)}
+    return {**baselines.scores(p, g, label_names), "examples": len(g)}
 

@@ -102,8 +102,9 @@ class FinetuneRecipe(StrictModel):
     pooling: Literal["default", "mean"] = Field(
         "default", description="classifier input: default = the architecture's own (BERT's pooled [CLS], GPT's last "
                                "token, ...), mean = the last layer's states averaged over the real tokens")
-    metric: Literal["accuracy", "macro_f1"] = Field(
-        "accuracy", description="validation metric evaluated every eval_every steps; its best weights are kept")
+    metric: Literal["accuracy", "macro_f1", "mcc", "f1"] = Field(
+        "accuracy", description="validation metric evaluated every eval_every steps; its best weights are kept "
+                                "(mcc: Matthews correlation; f1: the positive label's, two-label tasks)")
     patience: int | None = Field(None, ge=1, description="stop after this many evaluations without improvement (null: off)")
     class_weights: Literal["balanced"] | None = Field(
         None, description="balanced: cross entropy weighted n / (k x count_c) from the training labels (classification)")

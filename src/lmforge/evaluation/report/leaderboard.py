@@ -34,6 +34,8 @@ COLUMNS: dict[str, str] = {
     "task": "the fine-tuning task of the columns that follow",
     "task_accuracy": "fine-tuned accuracy on the task's test split (validation if no test)",
     "task_macro_f1": "fine-tuned macro-averaged F1 on the same split",
+    "task_metric": "the task's own metric (GLUE's for a GLUE task: mcc for CoLA, f1 for MRPC and QQP; else accuracy)",
+    "task_score": "fine-tuned task_metric on the same split",
     "majority_accuracy": "accuracy of always predicting the most frequent class",
     "bow_accuracy": "accuracy of a bag-of-words classifier",
     "scratch_accuracy": "the control: the same architecture fine-tuned from random initialisation with the same recipe and budget",
@@ -43,7 +45,7 @@ COLUMNS: dict[str, str] = {
     "beats_scratch": "task_accuracy > scratch_accuracy",
 }
 BOOLEAN_COLUMNS = ("below_start", "below_unigram", "beats_majority", "beats_bow", "beats_scratch")
-TEXT_COLUMNS = ("architecture", "objective", "tokenizer", "task")
+TEXT_COLUMNS = ("architecture", "objective", "tokenizer", "task", "task_metric")
 # Columns of the Markdown table (unigram_bits_per_byte stays in the CSV and the plot only).
 TABLE_COLUMNS = [c for c in COLUMNS if c not in ("unigram_bits_per_byte",)]
 
@@ -126,10 +128,13 @@ def _task_row(evaluation: dict, task: str | None) -> dict[str, Any]:
     bow = _number(lookup(result, "baselines", "bag_of_words", "accuracy"))
     scratch_metrics = lookup(result, "scratch", "test") or lookup(result, "scratch", "validation")
     scratch = _number(lookup(scratch_metrics, "accuracy"))
+    metric = lookup(result, "metric") or "accuracy"
     return {
         "task": task,
         "task_accuracy": accuracy,
         "task_macro_f1": _number(lookup(metrics, "macro_f1")),
+        "task_metric": metric if result is not None else None,
+        "task_score": _number(lookup(metrics, metric)),
         "majority_accuracy": majority,
         "bow_accuracy": bow,
         "scratch_accuracy": scratch,

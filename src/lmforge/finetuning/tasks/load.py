@@ -8,6 +8,7 @@ from .base import Task, TaskError, cap_splits
 from .docstring_kind import DEFAULT_TASK, docstring_kind_task
 from .docstring_package import PACKAGE_TASK, docstring_package_task
 from .folder import folder_task
+from .glue import task_metric
 from .hf import hf_task
 
 # the tasks built from the clean corpus, by name
@@ -54,4 +55,5 @@ def load_task(spec: str, params=None, *, seed: int = 0, max_train: int | None = 
         else:
             raise TaskError(f"unknown task {spec!r}; a task is {DEFAULT_TASK!r} or {PACKAGE_TASK!r}, a directory of "
                             "train/validation/test .csv/.tsv/.jsonl files, or hf:NAME[/CONFIG]")
+    task.info["metric"] = task_metric(spec, task.label_names)
     return cap_splits(task, max_train=max_train, max_eval=max_eval, seed=seed)
