@@ -11,7 +11,7 @@ import pytest
 
 from lmforge.evaluation.report.leaderboard import leaderboard
 from lmforge.finetuning.baselines import binary_f1, mcc, scores
-from lmforge.finetuning.tasks import load_task
+from lmforge.finetuning.tasks import TaskError, load_task
 from lmforge.finetuning.tasks.glue import glue_name, task_metric
 
 GOLD = ["1", "1", "1", "0", "0", "0", "1", "0"]
@@ -85,3 +85,59 @@ def test_the_leaderboard_shows_the_task_metric_and_its_score():
     row = leaderboard([evaluation]).iloc[0]
     assert row["task_metric"] == "mcc" and row["task_score"] == pytest.approx(0.31)
     assert row["task_accuracy"] == pytest.approx(0.7)
+
+
+# ----------------------------------------------------------------------------- GLUE's own files
+
+
+def _write(path, lines):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def test_glue_s_distributed_files_are_read_as_glue_writes_them(tmp_path):
+    # CoLA: no header; source, label, the original label (blank when it agrees), sentence
+    cola = tmp_path / "CoLA"
+    _write(cola / "train.tsv", [f"gj04\t{i % 2}\t{'' if i % 2 else '*'}\tThe dog number {i} barked ." for i in range(20)])
+    _write(cola / "dev.tsv", [f"gj04\t{i % 2}\t\tA cat number {i} slept ." for i in range(6)])
+    _write(cola / "test.tsv", ["index\tsentence"] + [f"{i}\tA bird {i} sang ." for i in range(4)])
+    task = load_task(str(cola), max_train=None)
+    assert task.info["metric"] == "mcc" and task.info["glue_files"] == "cola" and task.label_names == ["0", "1"]
+    assert [e.text for e in task.splits["test"]] == [f"A cat number {i} slept ." for i in range(6)]  # dev, tested on
+    assert len(task.splits["train"]) + len(task.splits["validation"]) == 20  # validation carved from train
+    assert task.splits["train"][0].label in ("0", "1") and "(test.tsv has no labels)" in task.description
+
+    # MRPC: its header, the quality label and the two strings; test.tsv without Quality
+    mrpc = tmp_path / "MRPC"
+    header = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String"
+    _write(mrpc / "train.tsv", [header] + [f"{i % 2}\t{i}\t{i + 100}\tSaid {i} things .\tTold {i} stories ." for i in range(12)])
+    _write(mrpc / "dev.tsv", [header] + [f"{i % 2}\t{i}\t{i + 100}\tA {i} .\tB {i} ." for i in range(4)])
+    _write(mrpc / "test.tsv", ["index\t#1 ID\t#2 ID\t#1 String\t#2 String", "0\t1\t2\tX .\tY ."])
+    task = load_task(str(mrpc), max_train=None)
+    assert task.info["metric"] == "f1" and task.pair and task.splits["test"][0].text_pair == "B 0 ."
+
+    # MNLI: three labels by name, validation from dev_matched.tsv
+    mnli = tmp_path / "MNLI"
+    header = "index\tpromptID\tpairID\tgenre\tsentence1\tsentence2\tgold_label"
+    names = ("entailment", "neutral", "contradiction")
+    _write(mnli / "train.tsv", [header] + [f"{i}\t0\t0\tfiction\tP {i} .\tH {i} .\t{names[i % 3]}" for i in range(15)])
+    _write(mnli / "dev_matched.tsv", [header] + [f"{i}\t0\t0\tfiction\tQ {i} .\tG {i} .\t{names[i % 3]}" for i in range(6)])
+    _write(mnli / "test.tsv", [header] + [f"{i}\t0\t0\tfiction\tR {i} .\tJ {i} .\t{names[i % 3]}" for i in range(6)])
+    task = load_task(str(mnli), max_train=None)
+    assert task.label_names == sorted(names) and task.info["metric"] == "accuracy"
+    assert task.info["files"]["validation"].endswith("dev_matched.tsv") and task.splits["test"][0].text == "R 0 ."
+
+
+def test_bad_glue_files_are_refused_naming_the_file(tmp_path):
+    cola = tmp_path / "CoLA"
+    rows = [f"gj04\t{i % 2}\t\tThe dog {i} ." for i in range(6)]
+    _write(cola / "train.tsv", rows[:3] + ["gj04\t1\t\tan extra\tfield ."] + rows[3:])
+    _write(cola / "dev.tsv", rows)
+    _write(cola / "test.tsv", ["index\tsentence", "0\tx ."])
+    with pytest.raises(TaskError, match=r"CoLA/train.tsv: unreadable TSV: .*line 4"):
+        load_task(str(cola), max_train=None)
+    stsb = tmp_path / "STS-B"
+    _write(stsb / "train.tsv", ["index\tsentence1\tsentence2\tscore", "0\ta .\tb .\t3.8"])
+    _write(stsb / "test.tsv", ["index\tsentence1\tsentence2", "0\ta .\tb ."])
+    with pytest.raises(TaskError, match="STS-B is a regression task"):
+        load_task(str(stsb), max_train=None)

@@ -15,15 +15,63 @@ from .rows import LABEL_COLUMN, rows_to_examples, text_columns
 FILE_SUFFIXES = (".csv", ".tsv", ".jsonl")
 
 
-def _split_file(directory: Path, split: str) -> Path | None:
+# GLUE's own files, as the benchmark distributes them (train.tsv, dev.tsv, test.tsv without
+# labels): the text, second text and label columns of each classification task; CoLA's files
+# have no header row (source, label, the original label, sentence); MNLI's validation is
+# dev_matched.tsv
+GLUE_FILES: dict[str, tuple[str, str | None, str]] = {
+    "cola": ("sentence", None, "label"), "sst2": ("sentence", None, "label"),
+    "mrpc": ("#1 String", "#2 String", "Quality"), "qqp": ("question1", "question2", "is_duplicate"),
+    "mnli": ("sentence1", "sentence2", "gold_label"), "qnli": ("question", "sentence", "label"),
+    "rte": ("sentence1", "sentence2", "label"), "wnli": ("sentence1", "sentence2", "label"),
+}
+COLA_COLUMNS = ["source", "label", "original_label", "sentence"]
+GLUE_DEV = {"mnli": "dev_matched"}
+
+
+def _split_file(directory: Path, split: str, glue: str | None = None) -> Path | None:
     found = [directory / f"{split}{suffix}" for suffix in FILE_SUFFIXES if (directory / f"{split}{suffix}").exists()]
     if len(found) > 1:
         raise TaskError(f"{directory}: more than one {split} file ({', '.join(p.name for p in found)}); keep one")
+    if not found and split == "validation" and glue is not None:  # GLUE's name for it
+        dev = directory / f"{GLUE_DEV.get(glue, 'dev')}.tsv"
+        return dev if dev.exists() else None
     return found[0] if found else None
 
 
-def read_rows(path: Path) -> tuple[list[str], list[dict[str, Any]]]:
-    """(columns, rows) of a .csv / .tsv / .jsonl file; errors name the file (and line)."""
+def _first_line(path: Path) -> list[str]:
+    try:
+        with path.open(encoding="utf-8") as f:
+            return f.readline().rstrip("\n").split("\t")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TaskError(f"{path}: unreadable: {exc}") from None
+
+
+def _headerless_cola(first_line: list[str]) -> bool:
+    """CoLA's train and dev files start with a row (4 fields, no ``sentence`` name); its test
+    file has a header (index, sentence)."""
+    return len(first_line) == len(COLA_COLUMNS) and "sentence" not in first_line
+
+
+def _glue_layout(directory: Path, train: Path) -> str | None:
+    """The GLUE task whose distributed files ``directory`` holds (its name is the task's, and the
+    train file has the task's columns, or is CoLA's header-less file), else None."""
+    name = re.sub(r"[-\s]+", "", directory.resolve().name).lower()
+    if name == "stsb":
+        raise TaskError(f"{directory}: STS-B is a regression task (a 0-5 similarity score); the fine-tuning heads "
+                        "classify, and regression is not available yet")
+    if name not in GLUE_FILES or train.suffix != ".tsv":
+        return None
+    header = _first_line(train)
+    if name == "cola":
+        return name if _headerless_cola(header) else None
+    first, second, label = GLUE_FILES[name]
+    return name if {first, label} | ({second} if second else set()) <= set(header) else None
+
+
+def read_rows(path: Path, names: list[str] | None = None) -> tuple[list[str], list[dict[str, Any]]]:
+    """(columns, rows) of a .csv / .tsv / .jsonl file (``names``: the columns of a file without a
+    header row); errors name the file (and line)."""
     if path.suffix == ".jsonl":
         rows, columns = [], {}
         try:
@@ -44,7 +92,9 @@ def read_rows(path: Path) -> tuple[list[str], list[dict[str, Any]]]:
         return list(columns), rows
     import pandas as pd
 
-    options = {"sep": "\t", "quoting": csv.QUOTE_NONE} if path.suffix == ".tsv" else {}
+    options: dict[str, Any] = {"sep": "\t", "quoting": csv.QUOTE_NONE} if path.suffix == ".tsv" else {}
+    if names is not None:
+        options.update(header=None, names=names)
     try:
         frame = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8", **options)
     except pd.errors.EmptyDataError:
@@ -56,30 +106,46 @@ def read_rows(path: Path) -> tuple[list[str], list[dict[str, Any]]]:
 
 
 def folder_task(directory: str | Path) -> Task:
-    """A task from ``train`` / ``validation`` / ``test`` files in ``directory``."""
+    """A task from ``train`` / ``validation`` / ``test`` files in ``directory``, or from the files
+    of a GLUE task as the benchmark distributes them (``train.tsv``, ``dev.tsv``, ``test.tsv``
+    without labels: the dev split is tested on and validation is carved out of train)."""
     directory = Path(directory)
-    files = {s: _split_file(directory, s) for s in SPLIT_NAMES}
+    train_file = _split_file(directory, "train")
+    glue = _glue_layout(directory, train_file) if train_file is not None else None
+    files = {s: _split_file(directory, s, glue) for s in SPLIT_NAMES}
     for split in ("train", "test"):
         if files[split] is None:
             raise TaskError(f"{directory}: no {split} file ({' or '.join(split + s for s in FILE_SUFFIXES)})")
-    columns = None
+    label_column = GLUE_FILES[glue][2] if glue else LABEL_COLUMN
+    columns: tuple[str, str | None] | None = GLUE_FILES[glue][:2] if glue else None
     splits: dict[str, list[Example]] = {}
+    notes = []
     for split, path in files.items():
         if path is None:
             continue
-        names, rows = read_rows(path)
+        headerless = glue == "cola" and path.suffix == ".tsv" and _headerless_cola(_first_line(path))
+        names, rows = read_rows(path, COLA_COLUMNS if headerless else None)
         if columns is None:
             columns = text_columns(names, str(path))
-        missing = [c for c in (*columns, LABEL_COLUMN) if c is not None and c not in names]
+        if glue and split == "test" and label_column not in names:  # GLUE's test labels are hidden
+            notes.append(f"test = {files['validation'].name if files['validation'] else 'none'} "
+                         f"({path.name} has no labels)")
+            continue
+        missing = [c for c in (*columns, label_column) if c is not None and c not in names]
         if missing:
             raise TaskError(f"{path}: missing column(s) {missing} (found {names})")
-        examples = rows_to_examples(rows, columns, str(path))
+        examples = rows_to_examples(rows, columns, str(path), label_column=label_column)
         if not examples:
             raise TaskError(f"{path}: no examples")
         splits[split] = examples
+    if "test" not in splits:
+        if "validation" not in splits:
+            raise TaskError(f"{directory}: {files['test'].name} has no labels and there is no dev file to test on")
+        splits["test"] = splits.pop("validation")
     carved = "validation" not in splits
     if carved:
         splits["train"], splits["validation"] = carve_validation(splits["train"])
+        notes.append(f"validation carved from train ({CARVE_FRACTION:.0%})")
     labels = sort_labels(e.label for ex in splits.values() for e in ex)
     first, second = columns
     name = directory.resolve().name
@@ -87,14 +153,14 @@ def folder_task(directory: str | Path) -> Task:
     task = Task(
         name=name,
         description=f"{name}: {len(labels)}-way classification of {layout} from {directory}"
-                    + (f"; validation carved from train ({CARVE_FRACTION:.0%})" if carved else ""),
+                    + (f" (GLUE's {glue} files)" if glue else "") + (f"; {'; '.join(notes)}" if notes else ""),
         label_names=labels,
         pair=second is not None,
         splits={s: splits[s] for s in SPLIT_NAMES},
         prefix=re.sub(r"[_\-]+", " ", name).strip().lower() or "task",
         info={"source": str(directory), "files": {s: str(p) for s, p in files.items() if p is not None},
-              "columns": [c for c in columns if c], "validation_carved_from_train": carved},
+              "columns": [c for c in columns if c], "validation_carved_from_train": carved,
+              **({"glue_files": glue} if glue else {})},
     )
     check_task(task)
     return task
-

@@ -47,15 +47,15 @@ def _text(value: Any, where: str, column: str) -> str:
 
 
 def rows_to_examples(rows: Iterable[dict[str, Any]], columns: tuple[str, str | None], where: str,
-                     label_map=None) -> list[Example]:
+                     label_map=None, label_column: str = LABEL_COLUMN) -> list[Example]:
     """Examples from dict rows; ``where`` names the source (``file``); rows are numbered from 1."""
     first, second = columns
     out = []
     for n, row in enumerate(rows, start=1):
         at = f"{where}: row {n}"
-        if LABEL_COLUMN not in row:
-            raise TaskError(f"{at}: no {LABEL_COLUMN!r} column")
-        raw = row[LABEL_COLUMN]
+        if label_column not in row:
+            raise TaskError(f"{at}: no {label_column!r} column")
+        raw = row[label_column]
         label = label_map(raw, at) if label_map is not None else label_name(raw, at)
         if label is None:  # an unlabelled row (hf: -1), skipped
             continue
