@@ -3,32 +3,13 @@ curves, bits per byte against the unigram baseline, downstream accuracy against 
 
 from __future__ import annotations
 
-import io
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+from ...charts import empty, png  # the stages' drawing helpers (Agg backend, reproducible PNG bytes)
 
 FIGSIZE = (9.0, 5.0)
-DPI = 100
-
-
-def _png(fig) -> bytes:
-    buffer = io.BytesIO()
-    try:
-        fig.savefig(buffer, format="png", dpi=DPI)
-    finally:
-        plt.close(fig)
-    return buffer.getvalue()
-
-
-def _empty(ax, message: str) -> None:
-    ax.text(0.5, 0.5, message, ha="center", va="center", transform=ax.transAxes, color="0.4")
-    ax.set_xticks([])
-    ax.set_yticks([])
 
 
 def loss_curves(names: list[str], histories: dict[str, pd.DataFrame | None]) -> bytes:
@@ -58,8 +39,8 @@ def loss_curves(names: list[str], histories: dict[str, pd.DataFrame | None]) -> 
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize="small", ncol=2 if len(names) > 5 else 1)
     else:
-        _empty(ax, "no training history found")
-    return _png(fig)
+        empty(ax, "no training history found")
+    return png(fig)
 
 
 def bits_per_byte(df: pd.DataFrame) -> bytes:
@@ -79,8 +60,8 @@ def bits_per_byte(df: pd.DataFrame) -> bytes:
         ax.grid(True, axis="y", alpha=0.3)
         ax.legend()
     else:
-        _empty(ax, "no bits-per-byte measured")
-    return _png(fig)
+        empty(ax, "no bits-per-byte measured")
+    return png(fig)
 
 
 def _labels(values: np.ndarray) -> list[str]:
@@ -97,8 +78,8 @@ def downstream(df: pd.DataFrame) -> bytes:
     task = next((t for t in df["task"] if t), None) if len(df) else None
     accuracy = df["task_accuracy"].to_numpy(float)
     if task is None or not np.any(~np.isnan(accuracy)):
-        _empty(ax, "no fine-tuned task")
-        return _png(fig)
+        empty(ax, "no fine-tuned task")
+        return png(fig)
     x = np.arange(len(df))
     width = 0.6
     scratch = df["scratch_accuracy"].to_numpy(float) if "scratch_accuracy" in df else np.full(len(df), np.nan)
@@ -130,4 +111,4 @@ def downstream(df: pd.DataFrame) -> bytes:
     ax.set_title(f"Downstream accuracy on {task}")
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(fontsize="small")
-    return _png(fig)
+    return png(fig)
