@@ -9,12 +9,14 @@ sample. ``base`` holds what every task shares, one module per source builds it (
 ``docs/FINETUNING.md``.
 """
 
-from .base import CARVE_FRACTION, SPLIT_NAMES, Example, Task, TaskError, cap_splits, carve_validation, check_task
+from .base import (CARVE_FRACTION, FAMILIES, SPLIT_NAMES, Answer, Example, SpanQuestion, TaggedSentence, Task, TaskError,
+                   cap_splits, carve_validation, check_task)
 from .docstring_kind import DEFAULT_TASK
 from .docstring_package import PACKAGE_TASK
 from .load import CORPUS_TASKS, load_task
 
 __all__ = [
-    "CARVE_FRACTION", "CORPUS_TASKS", "DEFAULT_TASK", "PACKAGE_TASK", "SPLIT_NAMES", "Example", "Task", "TaskError", "cap_splits", "carve_validation",
+    "CARVE_FRACTION", "CORPUS_TASKS", "DEFAULT_TASK", "FAMILIES", "PACKAGE_TASK", "SPLIT_NAMES", "Answer", "Example",
+    "SpanQuestion", "TaggedSentence", "Task", "TaskError", "cap_splits", "carve_validation",
     "check_task", "load_task",
 ]

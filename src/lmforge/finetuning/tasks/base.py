@@ -1,5 +1,14 @@
-"""What every fine-tuning task shares: the ``Example`` and ``Task`` types, their checks, capping
-a split by a seeded sample, carving validation out of train, and label names."""
+"""What every fine-tuning task shares: the example types of each task family, the ``Task``,
+their checks, capping a split by a seeded sample, carving validation out of train, and label
+names.
+
+A task's ``family`` says what its examples are:
+
+- ``classification``: ``Example`` (a text or a pair, one class label);
+- ``tagging``: ``TaggedSentence`` (words, one IOB2 tag per word; ``label_names`` are the tags);
+- ``span_qa``: ``SpanQuestion`` (a question, a context, the answers as character spans of the
+  context; ``label_names`` is empty).
+"""
 
 from __future__ import annotations
 
@@ -16,6 +25,7 @@ import xxhash
 from ...errors import LmforgeError
 
 SPLIT_NAMES = ("train", "validation", "test")
+FAMILIES = ("classification", "tagging", "span_qa")
 CARVE_FRACTION = 0.1
 
 
@@ -31,6 +41,34 @@ class Example:
     id: str | None = None  # where it came from ("stdlib:json:JSONDecoder#2", "train.csv:17"); not part of the input
 
 
+@dataclass(frozen=True)
+class TaggedSentence:
+    """One sentence of a tagging task: its words and one tag per word (``O``, ``B-X``, ``I-X``)."""
+
+    words: tuple[str, ...]
+    tags: tuple[str, ...]
+    id: str | None = None  # where it came from ("train.conll:17")
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An answer of a span question: its text and where it starts in the context (characters)."""
+
+    text: str
+    start: int
+
+
+@dataclass(frozen=True)
+class SpanQuestion:
+    """One question of an extractive QA task: every answer is ``context[start:start + len(text)]``;
+    training uses the first, scoring takes the best over all (SQuAD's rule)."""
+
+    question: str
+    context: str
+    answers: tuple[Answer, ...]
+    id: str | None = None
+
+
 @dataclass
 class Task:
     name: str
@@ -40,19 +78,29 @@ class Task:
     splits: dict[str, list[Example]]  # "train", "validation", "test": all three, non-empty
     prefix: str  # the text-to-text prefix, e.g. "docstring kind"
     info: dict[str, Any] = field(default_factory=dict)  # provenance and sizes before capping
+    family: str = "classification"  # one of FAMILIES: what the splits' examples are
 
     def label_counts(self, split: str) -> dict[str, int]:
-        """Examples per label in ``split``, every label listed (in ``label_names`` order)."""
-        counts = Counter(e.label for e in self.splits[split])
+        """Examples per label in ``split`` (tagging: words per tag), every label listed (in
+        ``label_names`` order); empty for span QA."""
+        if self.family == "tagging":
+            counts = Counter(t for e in self.splits[split] for t in e.tags)
+        elif self.family == "span_qa":
+            return {}
+        else:
+            counts = Counter(e.label for e in self.splits[split])
         return {name: counts.get(name, 0) for name in self.label_names}
 
     def summary(self) -> dict[str, Any]:
-        return {
+        out = {
             "task": self.name,
             "labels": list(self.label_names),
             "pair": self.pair,
             "splits": {s: {"examples": len(self.splits[s]), "labels": self.label_counts(s)} for s in SPLIT_NAMES},
         }
+        if self.family != "classification":  # the classification summary stays as it was (fingerprints)
+            out["family"] = self.family
+        return out
 
 
 def cap_splits(task: Task, *, max_train: int | None, max_eval: int | None, seed: int = 0) -> Task:
@@ -71,10 +119,19 @@ def cap_splits(task: Task, *, max_train: int | None, max_eval: int | None, seed:
 
 
 def check_task(task: Task) -> None:
-    """Every split present and non-empty, every label known, pairs consistent."""
+    """Every split present and non-empty, every label known, pairs consistent; a tagging
+    sentence has one known tag per word, a span question's answers are spans of its context."""
+    if task.family not in FAMILIES:
+        raise TaskError(f"task {task.name!r}: unknown family {task.family!r}; known: {list(FAMILIES)}")
     for split in SPLIT_NAMES:
         if not task.splits.get(split):
             raise TaskError(f"task {task.name!r}: the {split} split is empty")
+    if task.family == "tagging":
+        _check_tagging(task)
+        return
+    if task.family == "span_qa":
+        _check_span_qa(task)
+        return
     known = set(task.label_names)
     if len(known) < 2:
         raise TaskError(f"task {task.name!r}: needs at least two labels, has {task.label_names}")
@@ -88,17 +145,56 @@ def check_task(task: Task) -> None:
                                 f"{'lacks' if task.pair else 'has'} a second text")
 
 
+def _check_tagging(task: Task) -> None:
+    known = set(task.label_names)
+    if not known:
+        raise TaskError(f"task {task.name!r}: a tagging task needs its tag names")
+    for split, sentences in task.splits.items():
+        for e in sentences:
+            where = f"task {task.name!r}: {split} sentence {e.id or ' '.join(e.words[:8])!r}"
+            if not isinstance(e, TaggedSentence):
+                raise TaskError(f"{where} is a {type(e).__name__}, not a TaggedSentence")
+            if not e.words:
+                raise TaskError(f"{where} has no words")
+            if len(e.words) != len(e.tags):
+                raise TaskError(f"{where} has {len(e.words)} words and {len(e.tags)} tags")
+            unknown = sorted(set(e.tags) - known)
+            if unknown:
+                raise TaskError(f"{where} has tags {unknown} not in {task.label_names}")
 
-def carve_validation(train: list[Example], fraction: float = CARVE_FRACTION, salt: str = "lmforge-finetune"
-                     ) -> tuple[list[Example], list[Example]]:
+
+def _check_span_qa(task: Task) -> None:
+    for split, questions in task.splits.items():
+        for e in questions:
+            where = f"task {task.name!r}: {split} question {e.id or e.question[:40]!r}"
+            if not isinstance(e, SpanQuestion):
+                raise TaskError(f"{where} is a {type(e).__name__}, not a SpanQuestion")
+            if not e.answers:
+                raise TaskError(f"{where} has no answer")
+            for a in e.answers:
+                if a.start < 0 or e.context[a.start:a.start + len(a.text)] != a.text:
+                    raise TaskError(f"{where}: answer {a.text!r} is not at character {a.start} of the context")
+
+
+def example_text(e: Any) -> str:
+    """The text an example is known by (for hashing and messages), whatever its family."""
+    if isinstance(e, TaggedSentence):
+        return " ".join(e.words)
+    if isinstance(e, SpanQuestion):
+        return f"{e.question}\x00{e.context}"
+    return f"{e.text}\x00{e.text_pair or ''}"
+
+
+def carve_validation(train: list, fraction: float = CARVE_FRACTION, salt: str = "lmforge-finetune"
+                     ) -> tuple[list, list]:
     """(train, validation): the ``ceil(fraction * n)`` examples with the lowest stable hash of
     their text become validation (identical texts hash alike, so they land on the same side);
     both keep their original order."""
     if len(train) < 2:
         raise TaskError(f"cannot carve a validation split out of {len(train)} training example(s)")
 
-    def key(e: Example) -> int:
-        return xxhash.xxh64_intdigest(f"{salt}\x00{e.text}\x00{e.text_pair or ''}".encode("utf-8"))
+    def key(e) -> int:
+        return xxhash.xxh64_intdigest(f"{salt}\x00{example_text(e)}".encode("utf-8"))
 
     hashes = [key(e) for e in train]
     k = min(max(1, math.ceil(fraction * len(train))), len(train) - 1)
