@@ -5,6 +5,8 @@ names.
 A task's ``family`` says what its examples are:
 
 - ``classification``: ``Example`` (a text or a pair, one class label);
+- ``regression``: ``Example`` whose ``label`` is a float (STS-B's similarity; ``label_names`` is
+  empty);
 - ``tagging``: ``TaggedSentence`` (words, one IOB2 tag per word; ``label_names`` are the tags);
 - ``span_qa``: ``SpanQuestion`` (a question, a context, the answers as character spans of the
   context; ``label_names`` is empty).
@@ -25,7 +27,7 @@ import xxhash
 from ...errors import LmforgeError
 
 SPLIT_NAMES = ("train", "validation", "test")
-FAMILIES = ("classification", "tagging", "span_qa")
+FAMILIES = ("classification", "regression", "tagging", "span_qa")
 CARVE_FRACTION = 0.1
 
 
@@ -37,7 +39,7 @@ class TaskError(LmforgeError, ValueError):
 class Example:
     text: str
     text_pair: str | None
-    label: str
+    label: str  # a float for a regression task
     id: str | None = None  # where it came from ("stdlib:json:JSONDecoder#2", "train.csv:17"); not part of the input
 
 
@@ -85,7 +87,7 @@ class Task:
         ``label_names`` order); empty for span QA."""
         if self.family == "tagging":
             counts = Counter(t for e in self.splits[split] for t in e.tags)
-        elif self.family == "span_qa":
+        elif self.family in ("span_qa", "regression"):
             return {}
         else:
             counts = Counter(e.label for e in self.splits[split])
@@ -132,6 +134,9 @@ def check_task(task: Task) -> None:
     if task.family == "span_qa":
         _check_span_qa(task)
         return
+    if task.family == "regression":
+        _check_regression(task)
+        return
     known = set(task.label_names)
     if len(known) < 2:
         raise TaskError(f"task {task.name!r}: needs at least two labels, has {task.label_names}")
@@ -161,6 +166,17 @@ def _check_tagging(task: Task) -> None:
             unknown = sorted(set(e.tags) - known)
             if unknown:
                 raise TaskError(f"{where} has tags {unknown} not in {task.label_names}")
+
+
+def _check_regression(task: Task) -> None:
+    for split, examples in task.splits.items():
+        for e in examples:
+            if not isinstance(e.label, float) or not math.isfinite(e.label):
+                raise TaskError(f"task {task.name!r}: {split} example {e.id or e.text[:40]!r} has target {e.label!r}, "
+                                "not a finite float")
+            if (e.text_pair is not None) != task.pair:
+                raise TaskError(f"task {task.name!r}: {split} example {e.id or e.text[:40]!r} "
+                                f"{'lacks' if task.pair else 'has'} a second text")
 
 
 def _check_span_qa(task: Task) -> None:
