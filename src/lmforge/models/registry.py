@@ -29,7 +29,8 @@ class _Heads(Mapping):
         self._module, self._classes = module, classes
 
     def __getitem__(self, head: str) -> type[nn.Module]:
-        return getattr(_module(self._module), self._classes[head])
+        module, _, name = self._classes[head].rpartition(":")  # "module:Class" names another module's class
+        return getattr(_module(module or self._module), name)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._classes)
@@ -56,7 +57,9 @@ class Architecture:
 
 
 def _arch(module: str, heads: dict[str, str], default_head: str, objectives: tuple[str, ...]) -> Architecture:
-    return Architecture(module, _Heads(module, heads), default_head, objectives)
+    # every architecture tags with its sequence classifier's network (models/token_classification.py)
+    tagger = "token_classification:" + heads["classification"].replace("SequenceClassification", "TokenClassification")
+    return Architecture(module, _Heads(module, {**heads, "token_classification": tagger}), default_head, objectives)
 
 
 ARCHITECTURES: dict[str, Architecture] = {
@@ -78,6 +81,10 @@ ARCHITECTURES: dict[str, Architecture] = {
     "switch": _arch("switch", {"seq2seq": "SwitchForConditionalGeneration", "classification": "SwitchForSequenceClassification"},
                     "seq2seq", ("span_corruption",)),
 }
+
+
+# the heads that take ``num_labels``: a class per sequence, or per token (tagging)
+CLASSIFIER_HEADS = ("classification", "token_classification")
 
 
 @functools.cache
@@ -110,8 +117,8 @@ def build_model(name: str, head: str | None = None, num_labels: int | None = Non
     head = head or arch.default_head
     if head not in arch.heads:
         raise ConfigError(f"{name}: unknown head {head!r}; known: {sorted(arch.heads)}")
-    if head == "classification":
+    if head in CLASSIFIER_HEADS:
         return arch.heads[head](config, num_labels=num_labels or 2)
     if num_labels is not None:
-        raise ConfigError(f"{name}: num_labels applies to the classification head only, not {head!r}")
+        raise ConfigError(f"{name}: num_labels applies to the classification heads only, not {head!r}")
     return arch.heads[head](config)

@@ -1,0 +1,94 @@
+"""Token classification (tagging): one set of logits per input position, for every architecture.
+
+Each head is its architecture's sequence classifier (the same network and parameter names, so a
+pretrained backbone loads into it as it loads into the sequence classifier) with a linear layer
+over every position's state in place of the pooled one:
+
+- BERT, ALBERT, ERNIE, GPT, Transformer-XL, XLNet: the last layer's state of each token (GPT and
+  Transformer-XL read left to right only, so a token's tag is decided from its left context);
+- ELMo: the biLM's layers scalar-mixed per token, as the ELMo paper feeds its taggers (a linear
+  layer here where the paper trains a biLSTM-CRF on top);
+- BART: the decoder's top state of each token, the decoder reading the input shifted right
+  (BART section 3.1, token classification);
+- T5 and Switch: the encoder's state of each token (the decoder still runs, unread).
+
+The sequence classifier's own pooled head stays in the model, unused (it gets no gradient).
+``logits`` (B, L, num_labels); ``labels`` (B, L) tag ids with -100 where no tag is predicted
+(special tokens, padding, a word's later sub-tokens); ``loss`` the mean cross entropy over the
+labelled positions, plus Switch's router losses.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from . import albert, bart, bert, elmo, ernie, gpt, switch, t5, transformer_xl, xlnet
+from .layers import ModelOutput, check_classifier
+
+IGNORE_INDEX = -100
+ROUTER_LOSSES = ("load_balancing_loss", "router_z_loss")
+
+
+def state_width(config) -> int:
+    """The width of the per-token states the tagger reads: ELMo's mix is both directions'
+    projections, every other architecture's its model width."""
+    if hasattr(config, "projection_dim"):
+        return 2 * config.projection_dim
+    return config.d_model
+
+
+def token_states(out: ModelOutput, encoder_states: bool) -> torch.Tensor:
+    if encoder_states:
+        return out.aux["encoder_hidden_states"]
+    return out.hidden_states
+
+
+def token_classifier(sequence_classifier: type[nn.Module], *, encoder_states: bool = False) -> type[nn.Module]:
+    """The tagging head of the architecture whose sequence classifier is ``sequence_classifier``
+    (``encoder_states``: read the encoder's states, for T5 and Switch)."""
+
+    class TokenClassifier(sequence_classifier):  # type: ignore[misc, valid-type]
+        def __init__(self, config, num_labels: int = 2, classifier_dropout: float | None = None):
+            super().__init__(config, num_labels=num_labels)
+            check_classifier(num_labels, classifier_dropout)
+            rate = classifier_dropout if classifier_dropout is not None else getattr(config, "dropout", 0.1)
+            self.token_dropout = nn.Dropout(rate)
+            self.token_classifier = nn.Linear(state_width(config), num_labels)
+            nn.init.normal_(self.token_classifier.weight, std=0.02)
+            nn.init.zeros_(self.token_classifier.bias)
+
+        def forward(self, labels: torch.Tensor | None = None, **inputs: torch.Tensor) -> ModelOutput:
+            out = super().forward(**inputs)
+            states = token_states(out, encoder_states)
+            logits = self.token_classifier(self.token_dropout(states))  # (B, L, num_labels)
+            result = ModelOutput(logits=logits, hidden_states=states,
+                                 aux={k: v for k, v in out.aux.items() if k in ROUTER_LOSSES})
+            if labels is None:
+                return result
+            loss = F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), labels.reshape(-1),
+                                   ignore_index=IGNORE_INDEX)
+            result.aux["tagging_loss"] = loss
+            if getattr(self.config, "add_router_losses", False):
+                loss = loss + sum(out.aux[k] for k in ROUTER_LOSSES if k in out.aux)
+            result.loss = loss
+            return result
+
+    TokenClassifier.__name__ = TokenClassifier.__qualname__ = \
+        sequence_classifier.__name__.replace("SequenceClassification", "TokenClassification")
+    TokenClassifier.__doc__ = (f"{sequence_classifier.__name__}'s network tagging every position "
+                               "(lmforge.models.token_classification).")
+    return TokenClassifier
+
+
+BertForTokenClassification = token_classifier(bert.BertForSequenceClassification)
+AlbertForTokenClassification = token_classifier(albert.AlbertForSequenceClassification)
+ErnieForTokenClassification = token_classifier(ernie.ErnieForSequenceClassification)
+GPTForTokenClassification = token_classifier(gpt.GPTForSequenceClassification)
+TransformerXLForTokenClassification = token_classifier(transformer_xl.TransformerXLForSequenceClassification)
+XLNetForTokenClassification = token_classifier(xlnet.XLNetForSequenceClassification)
+ElmoForTokenClassification = token_classifier(elmo.ElmoForSequenceClassification)
+BartForTokenClassification = token_classifier(bart.BartForSequenceClassification)
+T5ForTokenClassification = token_classifier(t5.T5ForSequenceClassification, encoder_states=True)
+SwitchForTokenClassification = token_classifier(switch.SwitchForSequenceClassification, encoder_states=True)
