@@ -10,6 +10,10 @@ The metrics are scikit-learn's: ``accuracy``, ``macro_f1`` (averaged over all of
 ``task.label_names``, as the fine-tuning evaluation does), ``mcc`` (Matthews correlation) and,
 for two labels, ``f1`` of the positive one; ``scores`` gives them all, for the baselines and the
 fine-tuned models alike.
+
+A tagging task's baseline is ``most_frequent_tag_baseline``: each word gets the tag it had most
+often in training (``O`` for a word never seen there), scored on entities as the models are
+(``metrics.tagging.entity_scores``, seqeval's).
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from .tasks import Example, Task
+
+OUTSIDE = "O"
 
 PAIR_SEPARATOR = "xxsepxx"  # a word CountVectorizer's default token pattern keeps
 
@@ -131,3 +137,25 @@ def bag_of_words_baseline(task: Task, seed: int = 0, split: str = "test") -> dic
     model.fit(x_train, [e.label for e in train])
     pred = list(model.predict(vectorizer.transform([joined_text(e) for e in task.splits[split]])))
     return {**scores(pred, gold, task.label_names), "split": split, "examples": len(gold), "features": len(vectorizer.vocabulary_)}
+
+
+def most_frequent_tag_baseline(task: Task, split: str = "test") -> dict[str, Any]:
+    """Entity scores on ``split`` of tagging each word with its most frequent training tag
+    (ties: the first in ``task.label_names``; a word unseen in training: ``O``)."""
+    from .metrics.tagging import entity_scores
+
+    counts: dict[str, Counter] = {}
+    for sentence in task.splits["train"]:
+        for word, tag in zip(sentence.words, sentence.tags):
+            counts.setdefault(word, Counter())[tag] += 1
+    order = {name: i for i, name in enumerate(task.label_names)}
+
+    def tag_of(word: str) -> str:
+        seen = counts.get(word)
+        if not seen:
+            return OUTSIDE
+        return max(seen, key=lambda tag: (seen[tag], -order.get(tag, len(order))))
+
+    sentences = task.splits[split]
+    scores = entity_scores([[tag_of(w) for w in s.words] for s in sentences], [list(s.tags) for s in sentences])
+    return {**scores, "split": split, "examples": len(sentences), "words_seen_in_train": len(counts)}

@@ -46,17 +46,23 @@ from ..config import ConfigError, Params
 from ..finetuning import baselines, features
 from ..finetuning.tasks import load_task
 from ..models.generation import candidate_scores
-from ..models.registry import ARCHITECTURES, build_model, preset_config
+from ..finetuning.tagging_features import encode_tagged
+from ..models.registry import ARCHITECTURES, CLASSIFIER_HEADS, build_model, preset_config
 from ..objectives.base import IGNORE_INDEX, Vocab
 from ..tokenizer_kinds import ARCHITECTURE_TOKENIZER
 from . import param_groups
 from .data import ObjectiveDataModule
 from .finetune_callbacks import BestOnValidation, prediction_scores, validation_scores
+from .finetune_tagging import tagging_scorer
 from .module import LMForgeModule, balanced_class_weights
 from .progress import TrainingProgress
 from .pretrain import draw_run_charts, tokenizer_overrides, tracking_factory
 from .recipes import Recipe, SizeRecipe, load_recipe, recipe_path, resolve_finetune_budget, size_recipe
 from .run import History, build_trainer, start_attempt, world_size
+
+
+# the task families fine-tuning takes (``finetuning.tasks.FAMILIES`` has the others' readers)
+FINETUNED_FAMILIES = ("classification", "tagging")
 
 
 class ExampleList:
@@ -93,6 +99,10 @@ def head_model(arch: str, mode: str, preset: str, overrides: dict, seq2seq_head:
         return build_model(preset, head=seq2seq_head, **overrides), overrides, seq2seq_head
     if arch == "elmo":
         overrides = {**overrides, "freeze_bilm": freeze}
+    if mode == "tagging":  # every position classified: the pooling does not apply
+        config = preset_config(preset, **overrides)
+        return ARCHITECTURES[arch].heads["token_classification"](config, num_labels=num_labels), overrides, \
+            "token_classification"
     if pooling != "default" and arch != "elmo":  # ELMo's classifier averages its mixed layers already
         if "classifier_pooling" not in {f.name for f in dataclasses.fields(preset_config(preset))}:
             raise ConfigError(f"{arch}: the finetune pooling {pooling!r} is not available for this architecture")
@@ -192,7 +202,6 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
     recipe = load_recipe(params, arch)
     size = size_recipe(params, recipe)
     ft = recipe.finetune
-    mode = ft.mode
     pretrained_dir = layout.pretrained_model_dir(params, arch)
     out_dir = (layout.finetune_scratch_dir if scratch else layout.finetune_dir)(params, arch, task_spec)
     tok_dir = layout.tokenizer_dir(params, ARCHITECTURE_TOKENIZER[arch])
@@ -205,7 +214,17 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
     else:
         source = sha256_file(pretrained_weights)
     task = load_task(task_spec, params, seed=params.train.seed, max_train=params.finetune.max_train_examples)
-    if ft.metric == "f1" and len(task.label_names) != 2:
+    family = task.family
+    if family not in FINETUNED_FAMILIES:
+        raise ConfigError(f"{task.name} is a {family} task; fine-tuning takes {', '.join(FINETUNED_FAMILIES)} tasks")
+    tagging = family == "tagging"
+    mode = "tagging" if tagging else ft.mode  # a tagging task gets every architecture's tagging head
+    # model selection: the recipe's metric on classification, the family's own otherwise (entity F1)
+    select = task.info.get("metric", "f1") if tagging else ft.metric
+    if tagging and ft.augment is not None:
+        raise ConfigError(f"{recipe_path(params, arch)}: finetune.augment makes classification examples; "
+                          f"{task.name} is a tagging task")
+    if not tagging and ft.metric == "f1" and len(task.label_names) != 2:
         raise ConfigError(f"{recipe_path(params, arch)}: finetune.metric f1 is the positive label's, for two-label "
                           f"tasks; {task.name} has {len(task.label_names)} labels (use macro_f1)")
     augmenter = None
@@ -235,9 +254,17 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
         made = augment(task.splits["train"], load(augmenter), ft.augment.copies, ft.augment.rate, seed=params.train.seed)
         log(f"finetune {arch} on {task.name}: {len(made)} augmented training examples from {ft.augment.model}'s masked LM")
         trained_on = dataclasses.replace(task, splits={**task.splits, "train": [*task.splits["train"], *made]})
-    encoded = {split: features.encode_split(trained_on, split, arch, tok_dir, params.finetune.max_length, label_ids,
-                                            mode=mode)
-               for split in ("train", "validation", "test")}
+    tagged_words: dict[str, list[list[int]]] = {}
+    if tagging:
+        encoded = {}
+        for split in ("train", "validation", "test"):
+            encoded[split], tagged_words[split] = encode_tagged(task.splits[split], arch, tok_dir,
+                                                                params.finetune.max_length, label_ids,
+                                                                prefix=task.prefix)
+    else:
+        encoded = {split: features.encode_split(trained_on, split, arch, tok_dir, params.finetune.max_length,
+                                                label_ids, mode=mode)
+                   for split in ("train", "validation", "test")}
     optim = resolve_finetune_budget(size.finetune, len(encoded["train"]), world_size())
     pad = features.pad_id(arch, tok_dir)
     num_labels = len(task.label_names)
@@ -256,7 +283,7 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
         targets = features.label_token_ids(task, arch, tok_dir)
         candidates = {label_ids[name]: ids for name, ids in targets.items()}
     class_weights = None
-    if ft.class_weights == "balanced":
+    if ft.class_weights == "balanced" and not tagging:  # per class of a sequence; a tagging task is unweighted
         class_weights = balanced_class_weights([int(e["labels"]) for e in encoded["train"]], num_labels)
     module = LMForgeModule(model, optim, class_weights=class_weights, layer_decay=ft.layer_decay)
     data = ObjectiveDataModule(ExampleList(encoded["train"]), ExampleList(encoded["validation"]),
@@ -271,10 +298,15 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
     budget = {"max_steps": optim.max_steps, "epochs": size.finetune.epochs, "warmup_steps": optim.warmup_steps,
               "train_examples": len(encoded["train"]),
               "global_batch": optim.batch_size * optim.accumulate_grad_batches * world_size()}
-    options = {"metric": ft.metric, "patience": ft.patience, "class_weights": None if class_weights is None
+    options = {"metric": select, "patience": ft.patience, "class_weights": None if class_weights is None
                else [round(float(w), 6) for w in class_weights], "layer_decay": ft.layer_decay, "frozen": len(frozen)}
-    scorers = {split: split_scorer(encoded[split], data.collate, mode, candidates, task.label_names)
-               for split in ("validation", "test")}
+    if tagging:
+        scorers = {split: tagging_scorer(encoded[split], tagged_words[split], task.splits[split], data.collate,
+                                         task.label_names, per_type=split == "test")
+                   for split in ("validation", "test")}
+    else:
+        scorers = {split: split_scorer(encoded[split], data.collate, mode, candidates, task.label_names)
+                   for split in ("validation", "test")}
 
     from .. import tracking
     from ..models.folder import save_model_dir
@@ -291,7 +323,7 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
                             "optim": optim.model_dump(mode="json"), "finetune": ft.model_dump(mode="json"),
                             "budget": budget, "task_summary": task.summary()})
         history = History(params.train.log_every, sink=tracker.log_metrics)
-        selection = BestOnValidation(scorers["validation"], ft.metric, attempt.checkpoints,
+        selection = BestOnValidation(scorers["validation"], select, attempt.checkpoints,
                                      every=min(optim.eval_every, optim.max_steps), patience=ft.patience,
                                      history=history, log=log)
         progress = TrainingProgress(f"finetune {arch} on {task.name} ({init})", history)
@@ -299,7 +331,7 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
                                 best_on_loss=False)
         epochs = f" ({size.finetune.epochs:g} epochs)" if size.finetune.epochs else ""
         log(f"finetune {arch} on {task.name} ({mode}, {init}): {len(encoded['train'])} training examples, "
-            f"{optim.max_steps} steps{epochs} x {budget['global_batch']}, validation {ft.metric} every "
+            f"{optim.max_steps} steps{epochs} x {budget['global_batch']}, validation {select} every "
             f"{min(optim.eval_every, optim.max_steps)} steps" + (f", resuming from {resume}" if resume else ""))
         trainer.fit(module, datamodule=data, ckpt_path=str(resume) if resume else None, weights_only=True)
         if not trainer.is_global_zero:
@@ -308,20 +340,27 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
         from ..charts.training import confusion_matrix
 
         results = {"validation": scorers["validation"](model, module.device)}
-        test_predicted, test_gold = predict(model, _batches(encoded["test"], data.collate), mode, candidates,
-                                            device=module.device)
-        results["test"] = prediction_scores(test_predicted, test_gold, task.label_names)
-        confusion = {"labels": list(task.label_names),  # rows: gold label, columns: predicted
-                     "matrix": confusion_matrix(test_predicted, test_gold, num_labels)}
+        confusion = None
+        if tagging:
+            results["test"] = scorers["test"](model, module.device)
+            baseline_scores = {"most_frequent_tag": baselines.most_frequent_tag_baseline(task)}
+        else:
+            test_predicted, test_gold = predict(model, _batches(encoded["test"], data.collate), mode, candidates,
+                                                device=module.device)
+            results["test"] = prediction_scores(test_predicted, test_gold, task.label_names)
+            confusion = {"labels": list(task.label_names),  # rows: gold label, columns: predicted
+                         "matrix": confusion_matrix(test_predicted, test_gold, num_labels)}
+            baseline_scores = {"majority": baselines.majority_baseline(task),
+                               "bag_of_words": baselines.bag_of_words_baseline(task, seed=params.train.seed)}
         metrics = {
-            "architecture": arch, "task": task.name, "mode": mode, "preset": preset, "init": init,
+            "architecture": arch, "task": task.name, "family": family, "mode": mode, "preset": preset, "init": init,
             "metric": task.info.get("metric", "accuracy"),  # the task's own (GLUE's for a GLUE task)
             "steps": trainer.global_step, "best_step": selection.best_step,
-            f"best_validation_{ft.metric}": selection.best_value, "selection": selection.summary(),
+            f"best_validation_{select}": selection.best_value, "selection": selection.summary(),
             "budget": budget, "options": options,
             "train_loss_first": history.first("train/loss"), "train_loss_last": history.last("train/loss"),
-            **results, "test_confusion": confusion,
-            "baselines": {"majority": baselines.majority_baseline(task), "bag_of_words": baselines.bag_of_words_baseline(task, seed=params.train.seed)},
+            **results, **({"test_confusion": confusion} if confusion is not None else {}),
+            "baselines": baseline_scores,
             "task_summary": task.summary(), "seconds": round(time.time() - started, 1), "fingerprint": fp,
             "mlflow_run_id": tracker.run_id,
         }
@@ -332,13 +371,14 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
                                                          "max_length": params.finetune.max_length}, indent=2) + "\n",
                                             encoding="utf-8")
         model_dir = save_model_dir(model.cpu(), preset, head, overrides, staged / "model",
-                                   num_labels=num_labels if head == "classification" else None,
+                                   num_labels=num_labels if head in CLASSIFIER_HEADS else None,
                                    extra_files={"tokenizer": tok_dir, "task.json": staged / "labels.json"})
         history.write_csv(staged / "history.csv")
         charts = draw_run_charts(staged, history.rows, f"{arch} fine-tuning on {task.name} ({init})", log,
                                  confusion=confusion)
-        tracker.log_metrics({f"{split}/{k}": v for split in ("validation", "test") for k, v in results[split].items()})
-        tracker.log_metrics({"best_step": selection.best_step, f"validation/best_{ft.metric}": selection.best_value})
+        tracker.log_metrics({f"{split}/{k}": v for split in ("validation", "test") for k, v in results[split].items()
+                             if isinstance(v, (int, float))})
+        tracker.log_metrics({"best_step": selection.best_step, f"validation/best_{select}": selection.best_value})
         for name, b in metrics["baselines"].items():
             tracker.log_metrics({f"baseline/{name}/{k}": v for k, v in b.items() if isinstance(v, (int, float))})
         tracker.log_artifact(staged / "history.csv")
@@ -352,6 +392,13 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
         atomic_write_json(staged / "metrics.json", metrics)
         attempt.publish(params.train.keep_attempts, log)
     t, own = metrics["test"], metrics["metric"]
+    if tagging:
+        b = metrics["baselines"]["most_frequent_tag"]
+        log(f"finetune {arch} on {task.name} ({init}): best validation entity {select} {selection.best_value:.3f} at "
+            f"step {selection.best_step} of {trainer.global_step}; test entity F1 {t['f1']:.3f} (precision "
+            f"{t['precision']:.3f}, recall {t['recall']:.3f}), token accuracy {t['token_accuracy']:.3f} (most frequent "
+            f"tag: entity F1 {b['f1']:.3f}) in {metrics['seconds']:.0f}s")
+        return metrics
     log(f"finetune {arch} on {task.name} ({init}): best validation {ft.metric} {selection.best_value:.3f} at step "
         f"{selection.best_step} of {trainer.global_step}; test "
         + (f"{own} {t[own]:.3f}, " if own != "accuracy" else "") + f"accuracy {t['accuracy']:.3f}, "

@@ -1,0 +1,56 @@
+"""Fine-tuning on a tagging task: the tagging head's predictions scored on entities.
+
+``tagging_scorer`` is the tagging counterpart of ``finetune.split_scorer``: the whole split is
+tagged (each word's tag read at its first sub-token, ``finetuning/tagging_features.py``) and
+scored as seqeval scores entities (``finetuning/metrics/tagging.py``): entity precision, recall
+and F1, and token accuracy. Validation passes keep the numbers only; the final test score also
+has the scores per entity type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..finetuning.metrics.tagging import entity_scores
+from ..finetuning.tagging_features import word_tags
+from ..finetuning.tasks import TaggedSentence
+
+
+@torch.no_grad()
+def predict_tags(model: torch.nn.Module, encoded: list[dict[str, np.ndarray]], tagged_words: list[list[int]],
+                 sentences: list[TaggedSentence], collate: Callable, tag_names: list[str], device="cpu",
+                 batch_size: int = 64) -> list[list[str]]:
+    """One predicted tag per word of every sentence, in order."""
+    was_training = model.training
+    model.eval()
+    out: list[list[str]] = []
+    try:
+        for i in range(0, len(encoded), batch_size):
+            batch = {k: v.to(device) for k, v in collate(encoded[i:i + batch_size]).items()}
+            predicted = model(**{k: v for k, v in batch.items() if k != "labels"}).logits.argmax(-1).tolist()
+            for j, (row, labels) in enumerate(zip(predicted, batch["labels"].tolist())):
+                s = sentences[i + j]
+                out.append(word_tags(row, labels, tagged_words[i + j], len(s.words), tag_names))
+    finally:
+        model.train(was_training)
+    return out
+
+
+def tagging_scorer(encoded: list[dict[str, np.ndarray]], tagged_words: list[list[int]],
+                   sentences: list[TaggedSentence], collate: Callable, tag_names: list[str], *,
+                   per_type: bool = False) -> Callable[[torch.nn.Module, Any], dict[str, Any]]:
+    """``evaluate(model, device)``: the entity scores of the model's tags on ``sentences``
+    (``per_type``: with the scores per entity type)."""
+
+    def evaluate(model: torch.nn.Module, device) -> dict[str, Any]:
+        predicted = predict_tags(model, encoded, tagged_words, sentences, collate, tag_names, device=device)
+        scores = entity_scores(predicted, [list(s.tags) for s in sentences])
+        if not per_type:
+            scores.pop("per_type")
+        return {**scores, "examples": len(sentences)}
+
+    return evaluate
