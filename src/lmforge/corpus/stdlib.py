@@ -86,8 +86,20 @@ def line_key(line: str) -> str:
     return xxhash.xxh64_hexdigest(" ".join(line.split()).encode("utf-8"))
 
 
+def parameter_names(node: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    """A function's parameter names in signature order: positional-only, regular, the ``*args``
+    name, keyword-only, the ``**kwargs`` name; ``self`` and ``cls`` left out."""
+    a = node.args
+    names = [p.arg for p in (*a.posonlyargs, *a.args)]
+    names += [a.vararg.arg] if a.vararg else []
+    names += [p.arg for p in a.kwonlyargs]
+    names += [a.kwarg.arg] if a.kwarg else []
+    return [n for n in names if n not in ("self", "cls")]
+
+
 def _documents_in(tree: ast.Module, module: str) -> Iterator[tuple[str, str, str, dict]]:
-    """(id, text, what the docstring documents: ``module``, ``class`` or ``function``, metadata)."""
+    """(id, text, what the docstring documents: ``module``, ``class`` or ``function``, metadata: a
+    function's ``parameters``, a class's ``own_lines`` and ``method_parameters``)."""
     doc = ast.get_docstring(tree)
     if doc:
         yield f"stdlib:{module}", reflow(doc), "module", {}
@@ -95,9 +107,10 @@ def _documents_in(tree: ast.Module, module: str) -> Iterator[tuple[str, str, str
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not node.name.startswith("_"):
             doc = ast.get_docstring(node)
             if doc:
-                yield f"stdlib:{module}:{node.name}", reflow(doc), "function", {}
+                yield f"stdlib:{module}:{node.name}", reflow(doc), "function", {"parameters": parameter_names(node)}
         elif isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
             parts = []
+            methods: dict[str, list[str]] = {}  # a method docstring line's key -> that method's parameter names
             doc = ast.get_docstring(node)
             own = reflow(doc).split("\n") if doc else []
             if doc:
@@ -107,10 +120,16 @@ def _documents_in(tree: ast.Module, module: str) -> Iterator[tuple[str, str, str
                     child_doc = ast.get_docstring(child)
                     if child_doc:
                         parts.append(reflow(child_doc))
+                        for line in parts[-1].split("\n"):
+                            if line.strip():  # a line two methods share gets both's names
+                                names = methods.setdefault(line_key(line), [])
+                                names += [n for n in parameter_names(child) if n not in names]
             if parts:
-                # the lines of the class's own docstring, apart from its methods' that follow
+                # the lines of the class's own docstring, apart from its methods' that follow (and
+                # those, each with its method's parameter names)
                 yield (f"stdlib:{module}:{node.name}", "\n".join(parts), "class",
-                       {"own_lines": sorted({line_key(line) for line in own if line.strip()})})
+                       {"own_lines": sorted({line_key(line) for line in own if line.strip()}),
+                        "method_parameters": dict(sorted(methods.items()))})
 
 
 def python_files(root: Path) -> list[Path]:
@@ -168,6 +187,7 @@ def stdlib_documents(include_site_packages: bool | list[str] = False) -> Iterato
                 if kind != "stdlib":
                     doc_id = doc_id.replace("stdlib:", "site-packages:", 1)
                 # "docstring_of" (and a class's "own_lines") label the default fine-tuning task
-                # (finetuning/tasks/docstring_kind.py)
+                # (finetuning/tasks/docstring_kind.py), a function's "parameters" (and a class's
+                # "method_parameters") docstring_params
                 yield Document(id=doc_id, text=text, source=kind,
                                metadata={"module": module, "docstring_of": documents, **extra})
