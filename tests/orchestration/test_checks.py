@@ -141,6 +141,14 @@ def with_scratch(ev: dict, accuracy: float) -> dict:
     return ev
 
 
+def tagging(f1: float, most_frequent: float, scratch: float) -> dict:
+    """An evaluation whose task is a tagging one: judged on entity F1, its accuracy irrelevant."""
+    return {"pretrain": {"validation": {"loss": 4.0, "unigram_loss": 4.7}},
+            "finetune": {"task": {"family": "tagging", "test": {"f1": f1, "accuracy": 0.0},
+                                  "baselines": {"most_frequent_tag": {"f1": most_frequent}},
+                                  "scratch": {"test": {"f1": scratch, "accuracy": 1.0}}}}}
+
+
 @pytest.mark.parametrize("ev, expected", [
     (evaluation(4.0, 4.7, 0.8, 0.5), {"beats_unigram_baseline": True, "beats_majority_baseline": True,
                                       "beats_scratch_control": False}),  # no control: nothing shows transfer
@@ -154,6 +162,10 @@ def with_scratch(ev: dict, accuracy: float) -> dict:
                                                          "beats_scratch_control": True}),
     (with_scratch(evaluation(4.0, 4.7, 0.8, 0.5), 0.8), {"beats_unigram_baseline": True, "beats_majority_baseline": True,
                                                          "beats_scratch_control": False}),  # a tie is no gain
+    (tagging(0.6, 0.4, 0.5), {"beats_unigram_baseline": True, "beats_majority_baseline": True,
+                              "beats_scratch_control": True}),
+    (tagging(0.3, 0.4, 0.5), {"beats_unigram_baseline": True, "beats_majority_baseline": False,
+                              "beats_scratch_control": False}),
 ])
 def test_evaluation_baselines(checked, ev, expected):
     outcomes = checked("evaluate_gpt", {"data/report/evaluation/gpt.json": ev})

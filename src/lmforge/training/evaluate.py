@@ -16,6 +16,7 @@ from typing import Any
 from .. import layout
 from ..config import Params
 from ..artifacts import atomic_write_json
+from ..finetuning.headline import family_of, headline, headline_metric
 from ..progress import Progress
 
 
@@ -38,7 +39,7 @@ def gather(params: Params, arch: str) -> dict[str, Any]:
         ft = _read(d / "metrics.json")
         if ft is None:
             continue
-        entry = {k: ft.get(k) for k in ("mode", "metric", "steps", "seconds", "test", "validation", "baselines", "mlflow_run_id",
+        entry = {k: ft.get(k) for k in ("family", "mode", "metric", "steps", "seconds", "test", "validation", "baselines", "mlflow_run_id",
                                          "registered_model", "train_loss_first", "train_loss_last")}
         entry["history"] = str(d / "history.csv")
         scratch = _read(layout.finetune_scratch_dir(params, arch, task) / "metrics.json")
@@ -57,10 +58,17 @@ def pretrained_samples(params: Params, arch: str) -> list[dict[str, str]]:
 
 
 def transfer_gain(finetuned: dict[str, Any]) -> float | None:
-    """Test accuracy of the pretrained model minus its from-scratch control's, when both exist."""
-    ours = (finetuned.get("test") or {}).get("accuracy")
-    control = ((finetuned.get("scratch") or {}).get("test") or {}).get("accuracy")
-    return None if ours is None or control is None else float(ours) - float(control)
+    """The pretrained model's test headline (accuracy; a tagging task's entity F1:
+    ``finetuning.headline``) minus its from-scratch control's, when both exist."""
+    ours = headline(finetuned)
+    scratch = finetuned.get("scratch")
+    control = headline({**scratch, "family": family_of(finetuned)}) if scratch else None
+    return None if ours is None or control is None else ours - control
+
+
+def _numbers(scores: dict | None, prefix: str) -> dict[str, float]:
+    """The numeric scores (a tagging task's per-type table is not an MLflow metric)."""
+    return {f"{prefix}{k}": x for k, x in (scores or {}).items() if isinstance(x, (int, float)) and not isinstance(x, bool)}
 
 
 def run_evaluate(params: Params, archs: list[str] | None = None, *, log: Callable[[str], None] = print,
@@ -90,11 +98,12 @@ def run_evaluate(params: Params, archs: list[str] | None = None, *, log: Callabl
                 if reg and "loss" in v:
                     gates.append((reg, "validation_loss", v["loss"], False))
                 for task, ft in ev["finetune"].items():
-                    metric = params.tracking.promotion_metric
-                    tracker.log_metrics({f"{task}/test/{k}": x for k, x in (ft.get("test") or {}).items()})
+                    # the recipe's promotion metric for a classification task, the family's headline otherwise
+                    metric = params.tracking.promotion_metric if family_of(ft) == "classification" else headline_metric(ft)
+                    tracker.log_metrics(_numbers(ft.get("test"), f"{task}/test/"))
                     gain = transfer_gain(ft)
                     if gain is not None:
-                        tracker.log_metrics({f"{task}/scratch/test/{k}": x for k, x in (ft["scratch"].get("test") or {}).items()})
+                        tracker.log_metrics(_numbers(ft["scratch"].get("test"), f"{task}/scratch/test/"))
                         tracker.log_metrics({f"{task}/transfer_gain": gain})
                     reg = ft.get("registered_model")
                     if reg and ft.get("test") and metric in ft["test"]:

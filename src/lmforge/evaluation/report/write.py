@@ -16,6 +16,7 @@ import pandas as pd
 from ...artifacts import atomic_write_bytes
 from . import charts
 from .leaderboard import leaderboard, leaderboard_markdown, leaderboard_metrics, lookup
+from .tasks import task_tables_markdown
 
 log = logging.getLogger(__name__)
 
@@ -86,8 +87,8 @@ def write_report(evaluations: list[dict], output_dir: str | os.PathLike, task: s
 
     files = [
         atomic_write_bytes(output_dir / "leaderboard.csv", df.to_csv(index=False).encode("utf-8")),
-        atomic_write_bytes(output_dir / "leaderboard.md", (leaderboard_markdown(df) + _samples_section(evaluations))
-                           .encode("utf-8")),
+        atomic_write_bytes(output_dir / "leaderboard.md", (leaderboard_markdown(df) + task_tables_markdown(evaluations)
+                                                           + _samples_section(evaluations)).encode("utf-8")),
         atomic_write_bytes(output_dir / "metrics.json",
                       (json.dumps(leaderboard_metrics(df), indent=2, ensure_ascii=False) + "\n").encode("utf-8")),
         atomic_write_bytes(output_dir / "loss_curves.png", charts.loss_curves(names, histories)),

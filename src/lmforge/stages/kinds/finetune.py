@@ -28,7 +28,7 @@ def metadata(stage, params: Params, out: Path) -> dict:
     meta = {k: m[k] for k in ("steps", "seconds", "train_loss_first", "train_loss_last") if k in m}
     meta.update(numbers(m.get("test") or {}, "test/"))
     for name, b in (m.get("baselines") or {}).items():
-        meta.update(numbers({k: b[k] for k in ("accuracy", "macro_f1") if k in b}, f"baseline/{name}/"))
+        meta.update(numbers({k: b[k] for k in ("accuracy", "macro_f1", "f1") if k in b}, f"baseline/{name}/"))
     name = f"{stage.key.get('arch')} on {stage.key.get('task')}"
     for key, file, alt in (("loss_curve", "loss", f"{name} loss"), ("confusion", "confusion", f"{name} test confusion matrix")):
         chart = image(out / f"{file}.png", alt)

@@ -1,0 +1,46 @@
+"""The headline of a fine-tuned result, by task family: the one number a task is judged on, and
+the baselines it must beat on that number.
+
+- classification: test accuracy, against the majority class and the bag-of-words classifier;
+- tagging: test entity F1 (seqeval's), against each word's most frequent training tag.
+
+``result`` is a fine-tuning ``metrics.json`` (or the evaluate stage's entry for one task): its
+``family`` (classification when absent, as results written before the families were), its
+``test`` scores and its ``baselines``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# family -> (the metric, {baseline name: the baseline's metric})
+HEADLINES: dict[str, tuple[str, dict[str, str]]] = {
+    "classification": ("accuracy", {"majority": "accuracy", "bag_of_words": "accuracy"}),
+    "tagging": ("f1", {"most_frequent_tag": "f1"}),
+}
+
+
+def family_of(result: dict[str, Any]) -> str:
+    return result.get("family") or "classification"
+
+
+def headline_metric(result: dict[str, Any]) -> str:
+    return HEADLINES[family_of(result)][0]
+
+
+def headline(result: dict[str, Any] | None, split: str = "test") -> float | None:
+    """The result's headline metric on ``split`` (None when missing)."""
+    if not result:
+        return None
+    value = (result.get(split) or {}).get(headline_metric(result))
+    return None if value is None else float(value)
+
+
+def baseline_headlines(result: dict[str, Any]) -> dict[str, float]:
+    """Each baseline's value of the headline metric (those present)."""
+    out = {}
+    for name, metric in HEADLINES[family_of(result)][1].items():
+        value = ((result.get("baselines") or {}).get(name) or {}).get(metric)
+        if value is not None:
+            out[name] = float(value)
+    return out
