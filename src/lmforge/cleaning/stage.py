@@ -26,6 +26,7 @@ from ..artifacts import atomic_write_bytes, atomic_write_json, fingerprint, fini
 from ..config import CleanConfig
 from ..corpus.document import SCHEMA, CorpusError, Document
 from ..corpus.sources import InputReport, iter_documents
+from ..corpus.stdlib import CORPUS_VERSION
 from ..progress import Progress
 from .dedup.lines import dedup_apply, dedup_map, dedup_reduce
 from .dedup.minhash import cluster_sizes, minhash_map, minhash_reduce, near_duplicates
@@ -132,7 +133,7 @@ def _fingerprint(cfg: CleanConfig) -> str:
                 st = f.stat()
                 items.append([str(f), st.st_size, st.st_mtime_ns])
         elif spec == "stdlib":
-            items.append([spec, sys.version])  # the demo corpus changes with the interpreter
+            items.append([spec, sys.version, CORPUS_VERSION])  # the demo corpus changes with the interpreter
             items.append(_package_versions(cfg.include_site_packages))  # ... and with the packages it reads
         else:
             items.append(spec)

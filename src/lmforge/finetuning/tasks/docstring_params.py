@@ -121,9 +121,8 @@ def docstring_params_task(params, *, min_words: int = 8, max_chars: int = 512) -
                         f"{directory}; re-run `lmforge clean` on the stdlib corpus (clean.inputs: [stdlib])")
     if without_metadata == read:
         raise TaskError(f"{PARAMS_TASK}: none of the {read} function and class documents in {directory} has parameter "
-                        f"names in its metadata (the corpus was cleaned before they were recorded); remove {directory} and "
-                        "re-run `lmforge clean` on the stdlib corpus (clean.inputs: [stdlib]): the clean stage's "
-                        "fingerprint does not see the change, so a plain re-run says it is up to date")
+                        f"names in its metadata (the corpus was cleaned before they were recorded); re-run `lmforge clean` "
+                        "on the stdlib corpus (clean.inputs: [stdlib])")
     check_splits(PARAMS_TASK, splits, doc_counts, min_words, directory)
     return Task(
         name=PARAMS_TASK,
