@@ -54,8 +54,10 @@ def test_each_glue_task_is_scored_on_its_own_metric(spec, labels, metric):
 
 def test_glue_names():
     assert [glue_name(s) for s in ("hf:glue/cola", "hf:glue/stsb", "data/SST-2", "data/mnli_mismatched", "hf:imdb",
-                                   "docstring_kind", "hf:other/cola")] == ["cola", None, "sst2", "mnli_mismatched",
+                                   "docstring_kind", "hf:other/cola")] == ["cola", "stsb", "sst2", "mnli_mismatched",
                                                                           None, None, None]
+    assert [glue_name(s) for s in ("data/STS-B", "data/MNLI-mm", "data/MNLI_Matched")] == [
+        "stsb", "mnli_mismatched", "mnli_matched"]
 
 
 def _glue_tsv(folder, header, rows):
@@ -136,8 +138,9 @@ def test_bad_glue_files_are_refused_naming_the_file(tmp_path):
     _write(cola / "test.tsv", ["index\tsentence", "0\tx ."])
     with pytest.raises(TaskError, match=r"CoLA/train.tsv: unreadable TSV: .*line 4"):
         load_task(str(cola), max_train=None)
-    stsb = tmp_path / "STS-B"
-    _write(stsb / "train.tsv", ["index\tsentence1\tsentence2\tscore", "0\ta .\tb .\t3.8"])
+    stsb = tmp_path / "STS-B"  # a regression task now: a score that is no number names the file and row
+    _write(stsb / "train.tsv", ["index\tsentence1\tsentence2\tscore", "0\ta .\tb .\t3.8", "1\tc .\td .\tn/a"])
+    _write(stsb / "dev.tsv", ["index\tsentence1\tsentence2\tscore", "0\ta .\tb .\t3.8"])
     _write(stsb / "test.tsv", ["index\tsentence1\tsentence2", "0\ta .\tb ."])
-    with pytest.raises(TaskError, match="STS-B is a regression task"):
+    with pytest.raises(TaskError, match=r"STS-B/train.tsv: row 2: target 'n/a' is not a number"):
         load_task(str(stsb), max_train=None)

@@ -236,7 +236,8 @@ def label_name(value: Any, where: str) -> str:
     if isinstance(value, float):
         if value.is_integer():
             return str(int(value))
-        raise TaskError(f"{where}: label {value!r} is not a class (regression tasks are not supported)")
+        raise TaskError(f"{where}: label {value!r} is not a class (a regression task's target goes in a "
+                        "'score' column, or a folder named STS-B)")
     if isinstance(value, str):
         name = value.strip()
         if not name:

@@ -1,5 +1,14 @@
 """A task from a folder: ``train``, ``validation`` (optional: carved out of train when missing)
-and ``test`` files, each ``.csv``, ``.tsv`` or ``.jsonl``, with GLUE's column names."""
+and ``test`` files, each ``.csv``, ``.tsv`` or ``.jsonl``, with GLUE's column names.
+
+A folder is a classification task, or a regression one (``family="regression"``, float
+targets) when the folder is named as GLUE's STS-B (``STS-B``, ``stsb``: its ``score`` column, or ``label``) or the
+train file has a ``score`` column and no ``label`` (the signal a regression folder gives: a
+``label`` column of non-integer numbers is refused as no class).
+
+GLUE's MNLI folder is read with its matched dev set (``dev_matched.tsv``); a folder named
+``MNLI-mm`` or ``mnli_mismatched`` (GLUE's name for that evaluation) holding the same files is
+read with ``dev_mismatched.tsv`` instead (and ``test_mismatched.tsv``)."""
 
 from __future__ import annotations
 
@@ -10,23 +19,29 @@ from pathlib import Path
 from typing import Any
 
 from .base import CARVE_FRACTION, SPLIT_NAMES, Example, Task, TaskError, carve_validation, check_task, sort_labels
-from .rows import LABEL_COLUMN, rows_to_examples, text_columns
+from .glue import canonical_glue_name
+from .rows import LABEL_COLUMN, regression_target, rows_to_examples, text_columns
 
 FILE_SUFFIXES = (".csv", ".tsv", ".jsonl")
 
 
 # GLUE's own files, as the benchmark distributes them (train.tsv, dev.tsv, test.tsv without
-# labels): the text, second text and label columns of each classification task; CoLA's files
-# have no header row (source, label, the original label, sentence); MNLI's validation is
-# dev_matched.tsv
+# labels): the text, second text and label columns of each task (STS-B's label: its similarity
+# score); CoLA's files have no header row (source, label, the original label, sentence); MNLI's
+# validation is dev_matched.tsv (mismatched: dev_mismatched.tsv), its test test_matched.tsv
 GLUE_FILES: dict[str, tuple[str, str | None, str]] = {
     "cola": ("sentence", None, "label"), "sst2": ("sentence", None, "label"),
     "mrpc": ("#1 String", "#2 String", "Quality"), "qqp": ("question1", "question2", "is_duplicate"),
     "mnli": ("sentence1", "sentence2", "gold_label"), "qnli": ("question", "sentence", "label"),
     "rte": ("sentence1", "sentence2", "label"), "wnli": ("sentence1", "sentence2", "label"),
+    "stsb": ("sentence1", "sentence2", "score"),
 }
+GLUE_FILES["mnli_matched"] = GLUE_FILES["mnli_mismatched"] = GLUE_FILES["mnli"]
 COLA_COLUMNS = ["source", "label", "original_label", "sentence"]
-GLUE_DEV = {"mnli": "dev_matched"}
+GLUE_DEV = {"mnli": "dev_matched", "mnli_matched": "dev_matched", "mnli_mismatched": "dev_mismatched"}
+GLUE_TEST = {"mnli": "test_matched", "mnli_matched": "test_matched", "mnli_mismatched": "test_mismatched"}
+REGRESSION_GLUE = "stsb"  # GLUE's regression task
+SCORE_COLUMN = "score"  # a regression target's column (STS-B's name for it)
 
 
 def _split_file(directory: Path, split: str, glue: str | None = None) -> Path | None:
@@ -36,6 +51,9 @@ def _split_file(directory: Path, split: str, glue: str | None = None) -> Path | 
     if not found and split == "validation" and glue is not None:  # GLUE's name for it
         dev = directory / f"{GLUE_DEV.get(glue, 'dev')}.tsv"
         return dev if dev.exists() else None
+    if not found and split == "test" and glue in GLUE_TEST:  # MNLI's (unlabelled) test_matched.tsv
+        test = directory / f"{GLUE_TEST[glue]}.tsv"
+        return test if test.exists() else None
     return found[0] if found else None
 
 
@@ -56,10 +74,7 @@ def _headerless_cola(first_line: list[str]) -> bool:
 def _glue_layout(directory: Path, train: Path) -> str | None:
     """The GLUE task whose distributed files ``directory`` holds (its name is the task's, and the
     train file has the task's columns, or is CoLA's header-less file), else None."""
-    name = re.sub(r"[-\s]+", "", directory.resolve().name).lower()
-    if name == "stsb":
-        raise TaskError(f"{directory}: STS-B is a regression task (a 0-5 similarity score); the fine-tuning heads "
-                        "classify, and regression is not available yet")
+    name = canonical_glue_name(directory.resolve().name)
     if name not in GLUE_FILES or train.suffix != ".tsv":
         return None
     header = _first_line(train)
@@ -116,7 +131,8 @@ def folder_task(directory: str | Path) -> Task:
     for split in ("train", "test"):
         if files[split] is None:
             raise TaskError(f"{directory}: no {split} file ({' or '.join(split + s for s in FILE_SUFFIXES)})")
-    label_column = GLUE_FILES[glue][2] if glue else LABEL_COLUMN
+    label_column = GLUE_FILES[glue][2] if glue else None  # else: the train file's (score or label)
+    regression = glue == REGRESSION_GLUE or canonical_glue_name(directory.resolve().name) == REGRESSION_GLUE
     columns: tuple[str, str | None] | None = GLUE_FILES[glue][:2] if glue else None
     splits: dict[str, list[Example]] = {}
     notes = []
@@ -127,6 +143,9 @@ def folder_task(directory: str | Path) -> Task:
         names, rows = read_rows(path, COLA_COLUMNS if headerless else None)
         if columns is None:
             columns = text_columns(names, str(path))
+        if label_column is None:
+            regression = regression or (SCORE_COLUMN in names and LABEL_COLUMN not in names)
+            label_column = SCORE_COLUMN if regression and SCORE_COLUMN in names else LABEL_COLUMN
         if glue and split == "test" and label_column not in names:  # GLUE's test labels are hidden
             notes.append(f"test = {files['validation'].name if files['validation'] else 'none'} "
                          f"({path.name} has no labels)")
@@ -134,7 +153,8 @@ def folder_task(directory: str | Path) -> Task:
         missing = [c for c in (*columns, label_column) if c is not None and c not in names]
         if missing:
             raise TaskError(f"{path}: missing column(s) {missing} (found {names})")
-        examples = rows_to_examples(rows, columns, str(path), label_column=label_column)
+        examples = rows_to_examples(rows, columns, str(path), label_map=regression_target if regression else None,
+                                    label_column=label_column)
         if not examples:
             raise TaskError(f"{path}: no examples")
         splits[split] = examples
@@ -146,13 +166,18 @@ def folder_task(directory: str | Path) -> Task:
     if carved:
         splits["train"], splits["validation"] = carve_validation(splits["train"])
         notes.append(f"validation carved from train ({CARVE_FRACTION:.0%})")
-    labels = sort_labels(e.label for ex in splits.values() for e in ex)
+    labels = [] if regression else sort_labels(e.label for ex in splits.values() for e in ex)
     first, second = columns
     name = directory.resolve().name
     layout = f"sentence pairs ({first}, {second})" if second else f"single texts ({first})"
+    if regression:
+        targets = [e.label for ex in splits.values() for e in ex]
+        kind = f"regression ({label_column} from {min(targets):g} to {max(targets):g})"
+    else:
+        kind = f"{len(labels)}-way classification"
     task = Task(
         name=name,
-        description=f"{name}: {len(labels)}-way classification of {layout} from {directory}"
+        description=f"{name}: {kind} of {layout} from {directory}"
                     + (f" (GLUE's {glue} files)" if glue else "") + (f"; {'; '.join(notes)}" if notes else ""),
         label_names=labels,
         pair=second is not None,
@@ -160,7 +185,8 @@ def folder_task(directory: str | Path) -> Task:
         prefix=re.sub(r"[_\-]+", " ", name).strip().lower() or "task",
         info={"source": str(directory), "files": {s: str(p) for s, p in files.items() if p is not None},
               "columns": [c for c in columns if c], "validation_carved_from_train": carved,
-              **({"glue_files": glue} if glue else {})},
+              **({"glue_files": glue} if glue else {}), **({"target": label_column} if regression else {})},
+        family="regression" if regression else "classification",
     )
     check_task(task)
     return task

@@ -57,5 +57,5 @@ def load_task(spec: str, params=None, *, seed: int = 0, max_train: int | None = 
         else:
             raise TaskError(f"unknown task {spec!r}; a task is {DEFAULT_TASK!r} or {PACKAGE_TASK!r}, a directory of "
                             "train/validation/test .csv/.tsv/.jsonl files, or hf:NAME[/CONFIG]")
-    task.info["metric"] = task_metric(spec, task.label_names)
+    task.info["metric"] = task_metric(spec, task.label_names, family=task.family)
     return cap_splits(task, max_train=max_train, max_eval=max_eval, seed=seed)

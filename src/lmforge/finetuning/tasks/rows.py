@@ -1,4 +1,5 @@
-"""Rows with GLUE's column names (a text column or a pair of them, and ``label``) as examples:
+"""Rows with GLUE's column names (a text column or a pair of them, and ``label``; a regression
+task's float target through ``regression_target``) as examples:
 what the sources that read tables (a folder of files, ``hf:`` datasets) share."""
 
 from __future__ import annotations
@@ -44,6 +45,29 @@ def _text(value: Any, where: str, column: str) -> str:
     if not value.strip():
         raise TaskError(f"{where}: empty {column!r}")
     return value
+
+
+def regression_target(value: Any, where: str) -> float:
+    """A regression target (STS-B's similarity score) as a finite float: a number, or a string
+    of one ("3.800", "5")."""
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):  # numpy scalars
+        value = value.item()
+    if isinstance(value, bool) or value is None:
+        raise TaskError(f"{where}: target {value!r} is not a number")
+    if isinstance(value, str):
+        if not value.strip():
+            raise TaskError(f"{where}: missing target")
+        try:
+            number = float(value.strip())
+        except ValueError:
+            raise TaskError(f"{where}: target {value.strip()!r} is not a number") from None
+    elif isinstance(value, (int, float)):
+        number = float(value)
+    else:
+        raise TaskError(f"{where}: target {value!r} is a {type(value).__name__}, not a number")
+    if not math.isfinite(number):
+        raise TaskError(f"{where}: target {value!r} is not a finite number")
+    return number
 
 
 def rows_to_examples(rows: Iterable[dict[str, Any]], columns: tuple[str, str | None], where: str,
