@@ -1,8 +1,11 @@
 """A task from a folder: ``train``, ``validation`` (optional: carved out of train when missing)
 and ``test`` files, each ``.csv``, ``.tsv`` or ``.jsonl``, with GLUE's column names.
 
-A folder is a classification task, or a regression one (``family="regression"``, float
-targets) when the folder is named as GLUE's STS-B (``STS-B``, ``stsb``: its ``score`` column, or ``label``) or the
+The folder's files say the task's family: CoNLL-style column files (``.conll``, ``.txt``) or
+JSONL with ``tokens`` and ``tags`` make a tagging task (``tagging_files``); SQuAD's JSON or JSONL
+with ``question``, ``context`` and ``answers`` a span-QA task (``squad``); any other is a
+classification task, or a regression one (``family="regression"``, float targets) when the
+folder is named as GLUE's STS-B (``STS-B``, ``stsb``: its ``score`` column, or ``label``) or the
 train file has a ``score`` column and no ``label`` (the signal a regression folder gives: a
 ``label`` column of non-integer numbers is refused as no class).
 
@@ -21,6 +24,8 @@ from typing import Any
 from .base import CARVE_FRACTION, SPLIT_NAMES, Example, Task, TaskError, carve_validation, check_task, sort_labels
 from .glue import canonical_glue_name
 from .rows import LABEL_COLUMN, regression_target, rows_to_examples, text_columns
+from .squad import is_squad_folder, squad_folder_task
+from .tagging_files import is_tagging_folder, tagging_folder_task
 
 FILE_SUFFIXES = (".csv", ".tsv", ".jsonl")
 
@@ -123,8 +128,14 @@ def read_rows(path: Path, names: list[str] | None = None) -> tuple[list[str], li
 def folder_task(directory: str | Path) -> Task:
     """A task from ``train`` / ``validation`` / ``test`` files in ``directory``, or from the files
     of a GLUE task as the benchmark distributes them (``train.tsv``, ``dev.tsv``, ``test.tsv``
-    without labels: the dev split is tested on and validation is carved out of train)."""
+    without labels: the dev split is tested on and validation is carved out of train); a folder
+    of tagging or SQuAD files is handed to ``tagging_folder_task`` / ``squad_folder_task``
+    (the module docstring says how each family is told)."""
     directory = Path(directory)
+    if is_squad_folder(directory):
+        return squad_folder_task(directory)
+    if is_tagging_folder(directory):
+        return tagging_folder_task(directory)
     train_file = _split_file(directory, "train")
     glue = _glue_layout(directory, train_file) if train_file is not None else None
     files = {s: _split_file(directory, s, glue) for s in SPLIT_NAMES}
