@@ -11,6 +11,11 @@ The metrics are scikit-learn's: ``accuracy``, ``macro_f1`` (averaged over all of
 for two labels, ``f1`` of the positive one; ``scores`` gives them all, for the baselines and the
 fine-tuned models alike.
 
+A regression task's baselines are ``mean_baseline`` (the training targets' mean for every
+example: no correlation, its MSE the spread of the targets) and ``bag_of_words_regression_baseline``
+(the same counts into a ridge regression), scored on Pearson, Spearman and MSE
+(``metrics.regression.correlations``, SciPy's).
+
 A tagging task's baseline is ``most_frequent_tag_baseline``: each word gets the tag it had most
 often in training (``O`` for a word never seen there), scored on entities as the models are
 (``metrics.tagging.entity_scores``, seqeval's).
@@ -159,3 +164,31 @@ def most_frequent_tag_baseline(task: Task, split: str = "test") -> dict[str, Any
     sentences = task.splits[split]
     scores = entity_scores([[tag_of(w) for w in s.words] for s in sentences], [list(s.tags) for s in sentences])
     return {**scores, "split": split, "examples": len(sentences), "words_seen_in_train": len(counts)}
+
+
+def mean_baseline(task: Task, split: str = "test") -> dict[str, Any]:
+    """The regression scores on ``split`` of predicting the training targets' mean everywhere
+    (a constant: both correlations 0 by ``correlations``' rule)."""
+    from .metrics.regression import correlations
+
+    train = [float(e.label) for e in task.splits["train"]]
+    mean = sum(train) / len(train)
+    gold = [float(e.label) for e in task.splits[split]]
+    return {**correlations([mean] * len(gold), gold), "prediction": mean, "split": split}
+
+
+def bag_of_words_regression_baseline(task: Task, seed: int = 0, split: str = "test") -> dict[str, Any]:
+    """The regression scores on ``split`` of unigram + bigram counts -> ridge regression (a pair
+    as one text, as ``bag_of_words_baseline`` joins it)."""
+    from sklearn.feature_extraction.text import CountVectorizer
+    from sklearn.linear_model import Ridge
+
+    from .metrics.regression import correlations
+
+    vectorizer = CountVectorizer(ngram_range=(1, 2), lowercase=True)
+    x_train = vectorizer.fit_transform([joined_text(e) for e in task.splits["train"]])
+    model = Ridge(alpha=1.0, random_state=seed)
+    model.fit(x_train, [float(e.label) for e in task.splits["train"]])
+    pred = model.predict(vectorizer.transform([joined_text(e) for e in task.splits[split]])).tolist()
+    gold = [float(e.label) for e in task.splits[split]]
+    return {**correlations(pred, gold), "split": split, "features": len(vectorizer.vocabulary_)}

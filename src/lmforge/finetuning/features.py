@@ -293,8 +293,8 @@ def encode_examples(examples: Sequence[Example], arch: str, tokenizer_dir: str |
     """``encode_split`` for a list of examples (``prefix``: the text-to-text task prefix)."""
     _check_arch(arch)
     mode = mode or default_mode(arch)
-    if mode not in ("classification", "text_to_text"):
-        raise FeatureError(f"mode must be 'classification' or 'text_to_text', got {mode!r}")
+    if mode not in ("classification", "text_to_text", "regression"):
+        raise FeatureError(f"mode must be 'classification', 'text_to_text' or 'regression', got {mode!r}")
     if mode == "text_to_text" and arch not in TEXT_TO_TEXT:
         raise FeatureError(f"{arch} has no text-to-text head; text-to-text is for {sorted(TEXT_TO_TEXT)}")
     if max_length < 2:
@@ -326,7 +326,9 @@ def encode_examples(examples: Sequence[Example], arch: str, tokenizer_dir: str |
             features = t2t.inputs(list(a), None if b is None else list(b), max_length)
         else:
             features = _CLASSIFICATION_LAYOUTS[arch](arch, loaded, list(a), None if b is None else list(b), max_length)
-        if mode == "text_to_text":
+        if mode == "regression":  # a float target for the one-output head (mean squared error)
+            features["labels"] = np.asarray(float(e.label), dtype=np.float32)
+        elif mode == "text_to_text":
             if e.label not in targets:
                 raise FeatureError(f"example {e.id or e.text[:40]!r}: label {e.label!r} not in {list(targets)}")
             features["labels"] = _i64(targets[e.label])

@@ -2,6 +2,8 @@
 the baselines it must beat on that number.
 
 - classification: test accuracy, against the majority class and the bag-of-words classifier;
+- regression: test Pearson correlation, against the training mean (0 by definition) and the
+  bag-of-words ridge regression;
 - tagging: test entity F1 (seqeval's), against each word's most frequent training tag.
 
 ``result`` is a fine-tuning ``metrics.json`` (or the evaluate stage's entry for one task): its
@@ -16,6 +18,7 @@ from typing import Any
 # family -> (the metric, {baseline name: the baseline's metric})
 HEADLINES: dict[str, tuple[str, dict[str, str]]] = {
     "classification": ("accuracy", {"majority": "accuracy", "bag_of_words": "accuracy"}),
+    "regression": ("pearson", {"mean": "pearson", "bag_of_words": "pearson"}),
     "tagging": ("f1", {"most_frequent_tag": "f1"}),
 }
 

@@ -47,8 +47,9 @@ def pad_batch(examples: Sequence[dict[str, np.ndarray]], pad_id: int, pad_to_mul
     batch = {}
     for key in keys:
         arrays = [np.asarray(e[key]) for e in examples]
-        if arrays[0].ndim == 0:
-            batch[key] = torch.as_tensor(np.stack(arrays)).long()
+        if arrays[0].ndim == 0:  # one value per example: a class id, or a regression target (kept a float)
+            stacked = np.stack(arrays)
+            batch[key] = torch.as_tensor(stacked).float() if stacked.dtype.kind == "f" else torch.as_tensor(stacked).long()
             continue
         shape = np.max([a.shape for a in arrays], axis=0)
         if pad_to_multiple_of:

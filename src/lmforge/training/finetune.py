@@ -53,6 +53,7 @@ from ..tokenizer_kinds import ARCHITECTURE_TOKENIZER
 from . import param_groups
 from .data import ObjectiveDataModule
 from .finetune_callbacks import BestOnValidation, prediction_scores, validation_scores
+from .finetune_regression import regression_scorer
 from .finetune_tagging import tagging_scorer
 from .module import LMForgeModule, balanced_class_weights
 from .progress import TrainingProgress
@@ -62,7 +63,7 @@ from .run import History, build_trainer, start_attempt, world_size
 
 
 # the task families fine-tuning takes (``finetuning.tasks.FAMILIES`` has the others' readers)
-FINETUNED_FAMILIES = ("classification", "tagging")
+FINETUNED_FAMILIES = ("classification", "regression", "tagging")
 
 
 class ExampleList:
@@ -103,6 +104,8 @@ def head_model(arch: str, mode: str, preset: str, overrides: dict, seq2seq_head:
         config = preset_config(preset, **overrides)
         return ARCHITECTURES[arch].heads["token_classification"](config, num_labels=num_labels), overrides, \
             "token_classification"
+    if mode == "regression":
+        mode = "classification"  # the sequence head with one output (num_labels 1: mean squared error)
     if pooling != "default" and arch != "elmo":  # ELMo's classifier averages its mixed layers already
         if "classifier_pooling" not in {f.name for f in dataclasses.fields(preset_config(preset))}:
             raise ConfigError(f"{arch}: the finetune pooling {pooling!r} is not available for this architecture")
@@ -217,14 +220,17 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
     family = task.family
     if family not in FINETUNED_FAMILIES:
         raise ConfigError(f"{task.name} is a {family} task; fine-tuning takes {', '.join(FINETUNED_FAMILIES)} tasks")
-    tagging = family == "tagging"
-    mode = "tagging" if tagging else ft.mode  # a tagging task gets every architecture's tagging head
-    # model selection: the recipe's metric on classification, the family's own otherwise (entity F1)
-    select = task.info.get("metric", "f1") if tagging else ft.metric
-    if tagging and ft.augment is not None:
+    tagging, regression = family == "tagging", family == "regression"
+    # a tagging task gets every architecture's tagging head, a regression task its one-output
+    # sequence head (mean squared error; text-to-text architectures too)
+    mode = family if tagging or regression else ft.mode
+    # model selection: the recipe's metric on classification, the family's own otherwise
+    # (entity F1; Pearson's correlation)
+    select = task.info.get("metric", "f1" if tagging else "pearson") if family != "classification" else ft.metric
+    if family != "classification" and ft.augment is not None:
         raise ConfigError(f"{recipe_path(params, arch)}: finetune.augment makes classification examples; "
-                          f"{task.name} is a tagging task")
-    if not tagging and ft.metric == "f1" and len(task.label_names) != 2:
+                          f"{task.name} is a {family} task")
+    if family == "classification" and ft.metric == "f1" and len(task.label_names) != 2:
         raise ConfigError(f"{recipe_path(params, arch)}: finetune.metric f1 is the positive label's, for two-label "
                           f"tasks; {task.name} has {len(task.label_names)} labels (use macro_f1)")
     augmenter = None
@@ -267,7 +273,7 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
                    for split in ("train", "validation", "test")}
     optim = resolve_finetune_budget(size.finetune, len(encoded["train"]), world_size())
     pad = features.pad_id(arch, tok_dir)
-    num_labels = len(task.label_names)
+    num_labels = 1 if regression else len(task.label_names)
     if scratch:
         torch.manual_seed(params.train.seed)
         model, overrides, head = head_model(arch, mode, preset, overrides, seq2seq_head, num_labels,
@@ -283,7 +289,7 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
         targets = features.label_token_ids(task, arch, tok_dir)
         candidates = {label_ids[name]: ids for name, ids in targets.items()}
     class_weights = None
-    if ft.class_weights == "balanced" and not tagging:  # per class of a sequence; a tagging task is unweighted
+    if ft.class_weights == "balanced" and family == "classification":  # per class; the other families are unweighted
         class_weights = balanced_class_weights([int(e["labels"]) for e in encoded["train"]], num_labels)
     module = LMForgeModule(model, optim, class_weights=class_weights, layer_decay=ft.layer_decay)
     data = ObjectiveDataModule(ExampleList(encoded["train"]), ExampleList(encoded["validation"]),
@@ -300,7 +306,9 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
               "global_batch": optim.batch_size * optim.accumulate_grad_batches * world_size()}
     options = {"metric": select, "patience": ft.patience, "class_weights": None if class_weights is None
                else [round(float(w), 6) for w in class_weights], "layer_decay": ft.layer_decay, "frozen": len(frozen)}
-    if tagging:
+    if regression:
+        scorers = {split: regression_scorer(encoded[split], data.collate) for split in ("validation", "test")}
+    elif tagging:
         scorers = {split: tagging_scorer(encoded[split], tagged_words[split], task.splits[split], data.collate,
                                          task.label_names, per_type=split == "test")
                    for split in ("validation", "test")}
@@ -341,9 +349,11 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
 
         results = {"validation": scorers["validation"](model, module.device)}
         confusion = None
-        if tagging:
+        if tagging or regression:
             results["test"] = scorers["test"](model, module.device)
-            baseline_scores = {"most_frequent_tag": baselines.most_frequent_tag_baseline(task)}
+            baseline_scores = {"most_frequent_tag": baselines.most_frequent_tag_baseline(task)} if tagging else \
+                {"mean": baselines.mean_baseline(task),
+                 "bag_of_words": baselines.bag_of_words_regression_baseline(task, seed=params.train.seed)}
         else:
             test_predicted, test_gold = predict(model, _batches(encoded["test"], data.collate), mode, candidates,
                                                 device=module.device)
@@ -392,6 +402,13 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
         atomic_write_json(staged / "metrics.json", metrics)
         attempt.publish(params.train.keep_attempts, log)
     t, own = metrics["test"], metrics["metric"]
+    if regression:
+        b = metrics["baselines"]["bag_of_words"]
+        log(f"finetune {arch} on {task.name} ({init}): best validation {select} {selection.best_value:.3f} at step "
+            f"{selection.best_step} of {trainer.global_step}; test Pearson {t['pearson']:.3f}, Spearman "
+            f"{t['spearman']:.3f}, MSE {t['mse']:.3f} (bag of words: Pearson {b['pearson']:.3f}, Spearman "
+            f"{b['spearman']:.3f}; the mean: MSE {metrics['baselines']['mean']['mse']:.3f}) in {metrics['seconds']:.0f}s")
+        return metrics
     if tagging:
         b = metrics["baselines"]["most_frequent_tag"]
         log(f"finetune {arch} on {task.name} ({init}): best validation entity {select} {selection.best_value:.3f} at "

@@ -1,0 +1,41 @@
+"""Fine-tuning on a regression task (STS-B-style similarity): the one-output head's values scored
+by their Pearson and Spearman correlations with the gold targets (``finetuning/metrics/regression.py``,
+SciPy's) and their mean squared error."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..finetuning.metrics.regression import correlations
+
+
+@torch.no_grad()
+def predict_values(model: torch.nn.Module, encoded: list[dict[str, np.ndarray]], collate: Callable, device="cpu",
+                   batch_size: int = 64) -> tuple[list[float], list[float]]:
+    """(predicted values, gold targets) of every example, in order."""
+    was_training = model.training
+    model.eval()
+    predicted: list[float] = []
+    gold: list[float] = []
+    try:
+        for i in range(0, len(encoded), batch_size):
+            batch = {k: v.to(device) for k, v in collate(encoded[i:i + batch_size]).items()}
+            logits = model(**{k: v for k, v in batch.items() if k != "labels"}).logits
+            predicted += logits.float().reshape(-1).tolist()
+            gold += batch["labels"].float().reshape(-1).tolist()
+    finally:
+        model.train(was_training)
+    return predicted, gold
+
+
+def regression_scorer(encoded: list[dict[str, np.ndarray]], collate: Callable) -> Callable[[torch.nn.Module, Any], dict]:
+    """``evaluate(model, device)``: Pearson, Spearman and MSE of the model's values on ``encoded``."""
+
+    def evaluate(model: torch.nn.Module, device) -> dict[str, Any]:
+        return correlations(*predict_values(model, encoded, collate, device=device))
+
+    return evaluate
