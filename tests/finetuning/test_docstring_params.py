@@ -57,8 +57,8 @@ def test_a_function_documents_parameters_come_from_its_signature():
     docs = _documents()
     assert set(docs) == {"stdlib:m", "stdlib:m:copy", "stdlib:m:bound", "stdlib:m:Store"}
     # positional-only, regular, *args, keyword-only, **kwargs, in signature order
-    assert docs["stdlib:m:copy"][2] == {"parameters": ["src", "dst", "more", "follow", "options"]}
-    assert docs["stdlib:m:bound"][2] == {"parameters": ["x"]}  # self left out
+    assert docs["stdlib:m:copy"][2]["parameters"] == ["src", "dst", "more", "follow", "options"]
+    assert docs["stdlib:m:bound"][2]["parameters"] == ["x"]  # self left out
     assert docs["stdlib:m"][2] == {}
 
 

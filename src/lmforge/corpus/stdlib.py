@@ -25,8 +25,9 @@ from .document import CorpusError, Document
 # Folders that hold tests, demos or vendored code rather than documentation.
 # The documents' shape (text and metadata); the clean stage's fingerprint holds it, so a change
 # here makes an existing clean corpus stale. 2: function documents' ``parameters`` and class
-# documents' ``method_parameters`` (the docstring_params task's labels).
-CORPUS_VERSION = 2
+# documents' ``method_parameters`` (the docstring_params task's labels). 3: function documents'
+# ``signature`` and class documents' ``method_signatures`` (the docstring_signature task's signatures).
+CORPUS_VERSION = 3
 
 _SKIP_DIRS = {"test", "tests", "idle_test", "site-packages", "dist-packages", "__pycache__", "_bundled", "turtledemo"}
 _BULLET = re.compile(r"^([-*+\u2022]|\d+[.)]|[a-zA-Z][.)])\s")
@@ -102,9 +103,34 @@ def parameter_names(node: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
     return [n for n in names if n not in ("self", "cls")]
 
 
+def signature(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+    """A function's signature as ``name(a, b=..., /, c, *args, d, e=..., **kwargs)``: its name and
+    parameters in signature order, ``/`` after the positional-only ones, a bare ``*`` before
+    keyword-only ones when there is no ``*args``, every default shown as ``=...``; no annotations,
+    ``self`` and ``cls`` left out (as ``parameter_names`` does)."""
+    a = node.args
+    positional = [*a.posonlyargs, *a.args]
+    defaulted = {id(p) for p in positional[len(positional) - len(a.defaults):]} if a.defaults else set()
+
+    def shown(p: ast.arg, default: bool) -> list[str]:
+        return [] if p.arg in ("self", "cls") else [p.arg + ("=..." if default else "")]
+
+    parts = [n for p in a.posonlyargs for n in shown(p, id(p) in defaulted)]
+    parts += ["/"] if parts else []
+    parts += [n for p in a.args for n in shown(p, id(p) in defaulted)]
+    if a.vararg:
+        parts.append("*" + a.vararg.arg)
+    elif a.kwonlyargs:
+        parts.append("*")
+    parts += [n for p, d in zip(a.kwonlyargs, a.kw_defaults) for n in shown(p, d is not None)]
+    parts += ["**" + a.kwarg.arg] if a.kwarg else []
+    return f"{node.name}({', '.join(parts)})"
+
+
 def _documents_in(tree: ast.Module, module: str) -> Iterator[tuple[str, str, str, dict]]:
     """(id, text, what the docstring documents: ``module``, ``class`` or ``function``, metadata: a
-    function's ``parameters``, a class's ``own_lines`` and ``method_parameters``)."""
+    function's ``parameters`` and ``signature``, a class's ``own_lines``, ``method_parameters`` and
+    ``method_signatures``)."""
     doc = ast.get_docstring(tree)
     if doc:
         yield f"stdlib:{module}", reflow(doc), "module", {}
@@ -112,10 +138,12 @@ def _documents_in(tree: ast.Module, module: str) -> Iterator[tuple[str, str, str
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not node.name.startswith("_"):
             doc = ast.get_docstring(node)
             if doc:
-                yield f"stdlib:{module}:{node.name}", reflow(doc), "function", {"parameters": parameter_names(node)}
+                yield (f"stdlib:{module}:{node.name}", reflow(doc), "function",
+                       {"parameters": parameter_names(node), "signature": signature(node)})
         elif isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
             parts = []
             methods: dict[str, list[str]] = {}  # a method docstring line's key -> that method's parameter names
+            signatures: dict[str, list[str]] = {}  # ... -> that method's signature (a shared line: each method's)
             doc = ast.get_docstring(node)
             own = reflow(doc).split("\n") if doc else []
             if doc:
@@ -124,17 +152,21 @@ def _documents_in(tree: ast.Module, module: str) -> Iterator[tuple[str, str, str
                 if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) and not child.name.startswith("_"):
                     child_doc = ast.get_docstring(child)
                     if child_doc:
+                        sig = signature(child)
                         parts.append(reflow(child_doc))
                         for line in parts[-1].split("\n"):
                             if line.strip():  # a line two methods share gets both's names
                                 names = methods.setdefault(line_key(line), [])
                                 names += [n for n in parameter_names(child) if n not in names]
+                                shared = signatures.setdefault(line_key(line), [])
+                                shared += [sig] if sig not in shared else []
             if parts:
                 # the lines of the class's own docstring, apart from its methods' that follow (and
                 # those, each with its method's parameter names)
                 yield (f"stdlib:{module}:{node.name}", "\n".join(parts), "class",
                        {"own_lines": sorted({line_key(line) for line in own if line.strip()}),
-                        "method_parameters": dict(sorted(methods.items()))})
+                        "method_parameters": dict(sorted(methods.items())),
+                        "method_signatures": dict(sorted(signatures.items()))})
 
 
 def python_files(root: Path) -> list[Path]:
@@ -193,6 +225,7 @@ def stdlib_documents(include_site_packages: bool | list[str] = False) -> Iterato
                     doc_id = doc_id.replace("stdlib:", "site-packages:", 1)
                 # "docstring_of" (and a class's "own_lines") label the default fine-tuning task
                 # (finetuning/tasks/docstring_kind.py), a function's "parameters" (and a class's
-                # "method_parameters") docstring_params
+                # "method_parameters") docstring_params, a function's "signature" (and a class's
+                # "method_signatures") docstring_signature
                 yield Document(id=doc_id, text=text, source=kind,
                                metadata={"module": module, "docstring_of": documents, **extra})
