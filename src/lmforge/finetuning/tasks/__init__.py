@@ -11,7 +11,7 @@ sample. ``base`` holds what every task shares, one module per source builds it (
 """
 
 from .base import (CARVE_FRACTION, FAMILIES, SPLIT_NAMES, Answer, Example, SpanQuestion, TaggedSentence, Task, TaskError,
-                   cap_splits, carve_validation, check_task)
+                   TextPair, cap_splits, carve_validation, check_task)
 from .docstring_kind import DEFAULT_TASK
 from .docstring_package import PACKAGE_TASK
 from .docstring_params import PARAMS_TASK
@@ -21,6 +21,6 @@ from .load import CORPUS_TASKS, load_task
 __all__ = [
     "CARVE_FRACTION", "CORPUS_TASKS", "DEFAULT_TASK", "FAMILIES", "PACKAGE_TASK", "PARAMS_TASK", "SIGNATURE_TASK",
     "SPLIT_NAMES", "Answer",
-    "Example", "SpanQuestion", "TaggedSentence", "Task", "TaskError", "cap_splits", "carve_validation",
+    "Example", "SpanQuestion", "TaggedSentence", "Task", "TaskError", "TextPair", "cap_splits", "carve_validation",
     "check_task", "load_task",
 ]

@@ -9,7 +9,9 @@ A task's ``family`` says what its examples are:
   empty);
 - ``tagging``: ``TaggedSentence`` (words, one IOB2 tag per word; ``label_names`` are the tags);
 - ``span_qa``: ``SpanQuestion`` (a question, a context, the answers as character spans of the
-  context; ``label_names`` is empty).
+  context; ``label_names`` is empty);
+- ``generation``: ``TextPair`` (a source text and its reference target: a summary, a
+  translation, an answer; ``label_names`` is empty).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import xxhash
 from ...errors import LmforgeError
 
 SPLIT_NAMES = ("train", "validation", "test")
-FAMILIES = ("classification", "regression", "tagging", "span_qa")
+FAMILIES = ("classification", "regression", "tagging", "span_qa", "generation")
 CARVE_FRACTION = 0.1
 
 
@@ -71,6 +73,15 @@ class SpanQuestion:
     id: str | None = None
 
 
+@dataclass(frozen=True)
+class TextPair:
+    """One example of a generation task: the input text and the reference output."""
+
+    source: str
+    target: str
+    id: str | None = None
+
+
 @dataclass
 class Task:
     name: str
@@ -87,7 +98,7 @@ class Task:
         ``label_names`` order); empty for span QA."""
         if self.family == "tagging":
             counts = Counter(t for e in self.splits[split] for t in e.tags)
-        elif self.family in ("span_qa", "regression"):
+        elif self.family in ("span_qa", "regression", "generation"):
             return {}
         else:
             counts = Counter(e.label for e in self.splits[split])
@@ -137,6 +148,9 @@ def check_task(task: Task) -> None:
     if task.family == "regression":
         _check_regression(task)
         return
+    if task.family == "generation":
+        _check_generation(task)
+        return
     known = set(task.label_names)
     if len(known) < 2:
         raise TaskError(f"task {task.name!r}: needs at least two labels, has {task.label_names}")
@@ -179,6 +193,16 @@ def _check_regression(task: Task) -> None:
                                 f"{'lacks' if task.pair else 'has'} a second text")
 
 
+def _check_generation(task: Task) -> None:
+    for split, pairs in task.splits.items():
+        for e in pairs:
+            where = f"task {task.name!r}: {split} example {e.id or str(getattr(e, 'source', ''))[:40]!r}"
+            if not isinstance(e, TextPair):
+                raise TaskError(f"{where} is a {type(e).__name__}, not a TextPair")
+            if not e.source.strip() or not e.target.strip():
+                raise TaskError(f"{where} has an empty {'source' if not e.source.strip() else 'target'}")
+
+
 def _check_span_qa(task: Task) -> None:
     for split, questions in task.splits.items():
         for e in questions:
@@ -198,6 +222,8 @@ def example_text(e: Any) -> str:
         return " ".join(e.words)
     if isinstance(e, SpanQuestion):
         return f"{e.question}\x00{e.context}"
+    if isinstance(e, TextPair):
+        return f"{e.source}\x00{e.target}"
     return f"{e.text}\x00{e.text_pair or ''}"
 
 
