@@ -8,6 +8,7 @@ from .base import Task, TaskError, cap_splits
 from .docstring_kind import DEFAULT_TASK, docstring_kind_task
 from .docstring_package import PACKAGE_TASK, docstring_package_task
 from .docstring_params import PARAMS_TASK, docstring_params_task
+from .docstring_qa import QA_TASK, docstring_qa_task
 from .docstring_signature import SIGNATURE_TASK, docstring_signature_task
 from .folder import folder_task
 from .glue import task_metric
@@ -15,7 +16,8 @@ from .hf import hf_task
 
 # the tasks built from the clean corpus, by name
 CORPUS_TASKS = {DEFAULT_TASK: docstring_kind_task, PACKAGE_TASK: docstring_package_task,
-                PARAMS_TASK: docstring_params_task, SIGNATURE_TASK: docstring_signature_task}
+                PARAMS_TASK: docstring_params_task, SIGNATURE_TASK: docstring_signature_task,
+                QA_TASK: docstring_qa_task}
 
 _FROM_PARAMS = object()  # max_train default: params.finetune.max_train_examples, else 4000
 
