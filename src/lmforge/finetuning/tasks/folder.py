@@ -3,7 +3,11 @@ and ``test`` files, each ``.csv``, ``.tsv`` or ``.jsonl``, with GLUE's column na
 
 The folder's files say the task's family: CoNLL-style column files (``.conll``, ``.txt``) or
 JSONL with ``tokens`` and ``tags`` make a tagging task (``tagging_files``); SQuAD's JSON or JSONL
-with ``question``, ``context`` and ``answers`` a span-QA task (``squad``); any other is a
+with ``question``, ``context`` and ``answers`` a span-QA task (``squad``); a train file with a
+generation task's columns (``article``/``highlights``, ``document``/``summary``,
+``source``/``target``, ``input``/``output``, ``question``/``answer(s)``, a JSONL ``translation``)
+and no ``label``, ``score``, ``tags`` or ``context`` column a generation task
+(``generation_files``); any other is a
 classification task, or a regression one (``family="regression"``, float targets) when the
 folder is named as GLUE's STS-B (``STS-B``, ``stsb``: its ``score`` column, or ``label``) or the
 train file has a ``score`` column and no ``label`` (the signal a regression folder gives: a
@@ -22,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from .base import CARVE_FRACTION, SPLIT_NAMES, Example, Task, TaskError, carve_validation, check_task, sort_labels
+from .generation_files import generation_folder_task, is_generation_folder
 from .glue import canonical_glue_name
 from .rows import LABEL_COLUMN, regression_target, rows_to_examples, text_columns
 from .squad import is_squad_folder, squad_folder_task
@@ -129,13 +134,15 @@ def folder_task(directory: str | Path) -> Task:
     """A task from ``train`` / ``validation`` / ``test`` files in ``directory``, or from the files
     of a GLUE task as the benchmark distributes them (``train.tsv``, ``dev.tsv``, ``test.tsv``
     without labels: the dev split is tested on and validation is carved out of train); a folder
-    of tagging or SQuAD files is handed to ``tagging_folder_task`` / ``squad_folder_task``
-    (the module docstring says how each family is told)."""
+    of tagging, SQuAD or generation files is handed to ``tagging_folder_task`` /
+    ``squad_folder_task`` / ``generation_folder_task`` (the module docstring says how each family is told)."""
     directory = Path(directory)
     if is_squad_folder(directory):
         return squad_folder_task(directory)
     if is_tagging_folder(directory):
         return tagging_folder_task(directory)
+    if is_generation_folder(directory):
+        return generation_folder_task(directory)
     train_file = _split_file(directory, "train")
     glue = _glue_layout(directory, train_file) if train_file is not None else None
     files = {s: _split_file(directory, s, glue) for s in SPLIT_NAMES}

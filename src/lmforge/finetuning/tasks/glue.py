@@ -14,7 +14,12 @@ The headline metric of each task family (``task_metric``'s ``family``, ``FAMILY_
   ``metrics.tagging.entity_scores``), not a label's F1;
 - ``span_qa``: ``f1``, meaning SQuAD's token F1 (the bag-of-tokens overlap of the normalised
   answer with the best gold answer, averaged over questions: ``metrics.spans``); ``exact_match``
-  is reported beside it.
+  is reported beside it;
+- ``generation``: by the task's ``generation_kind`` (``task.info["generation_kind"]``, passed as
+  ``task_metric``'s ``generation_kind``; ``GENERATION_METRICS``): ``rougeL`` (ROUGE-L F-measure)
+  for ``summarization``, ``bleu`` (sacrebleu's corpus BLEU) for ``translation``, ``exact_match``
+  (SQuAD-normalised) for ``qa``, and ``rougeL`` for generic ``text`` or no kind; the names are
+  keys of ``metrics.generation.generation_scores``' result, all in [0, 1].
 
 The classification metrics themselves are ``finetuning.baselines``' (scikit-learn's)."""
 
@@ -28,7 +33,9 @@ GLUE_METRICS = {"cola": "mcc", "sst2": "accuracy", "mrpc": "f1", "qqp": "f1", "m
                 "wnli": "accuracy", "ax": "mcc", "stsb": "pearson"}
 DEFAULT_METRIC = "accuracy"
 # each family's headline metric (classification: GLUE's or accuracy, see task_metric)
-FAMILY_METRICS = {"regression": "pearson", "tagging": "f1", "span_qa": "f1"}
+FAMILY_METRICS = {"regression": "pearson", "tagging": "f1", "span_qa": "f1", "generation": "rougeL"}
+# a generation task's headline metric by its generation_kind (generation without a kind: FAMILY_METRICS')
+GENERATION_METRICS = {"summarization": "rougeL", "translation": "bleu", "qa": "exact_match", "text": "rougeL"}
 # other spellings of GLUE's task names (after dropping case, "-", "_" and spaces)
 GLUE_ALIASES = {"mnlimm": "mnli_mismatched", "mnlimismatched": "mnli_mismatched", "mnlimatched": "mnli_matched"}
 
@@ -54,11 +61,18 @@ def glue_name(spec: str) -> str | None:
     return name if name in GLUE_METRICS else None
 
 
-def task_metric(spec: str, label_names: list[str], family: str = "classification") -> str:
+def task_metric(spec: str, label_names: list[str], family: str = "classification",
+                generation_kind: str | None = None) -> str:
     """The metric a task is scored on: its family's (``FAMILY_METRICS``) for a regression,
-    tagging or span-QA task; for a classification task GLUE's for a GLUE task, accuracy
-    otherwise. F1 needs a two-label task; a GLUE name on a folder with other labels falls back to
-    accuracy."""
+    tagging or span-QA task; a generation task's by its ``generation_kind``
+    (``GENERATION_METRICS``; an unknown kind is a ValueError); for a classification task GLUE's
+    for a GLUE task, accuracy otherwise. F1 needs a two-label task; a GLUE name on a folder with
+    other labels falls back to accuracy."""
+    if family == "generation" and generation_kind is not None:
+        if generation_kind not in GENERATION_METRICS:
+            raise ValueError(f"task {spec!r}: unknown generation_kind {generation_kind!r}; "
+                             f"known: {', '.join(GENERATION_METRICS)}")
+        return GENERATION_METRICS[generation_kind]
     if family in FAMILY_METRICS:
         return FAMILY_METRICS[family]
     name = glue_name(spec)

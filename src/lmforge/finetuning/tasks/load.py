@@ -10,12 +10,14 @@ from .docstring_package import PACKAGE_TASK, docstring_package_task
 from .docstring_params import PARAMS_TASK, docstring_params_task
 from .docstring_qa import QA_TASK, docstring_qa_task
 from .docstring_signature import SIGNATURE_TASK, docstring_signature_task
+from .docstring_summary import SUMMARY_TASK, docstring_summary_task
 from .folder import folder_task
 from .glue import task_metric
 from .hf import hf_task
 
 # the tasks built from the clean corpus, by name
 CORPUS_TASKS = {DEFAULT_TASK: docstring_kind_task, PACKAGE_TASK: docstring_package_task,
+                SUMMARY_TASK: docstring_summary_task,
                 PARAMS_TASK: docstring_params_task, SIGNATURE_TASK: docstring_signature_task,
                 QA_TASK: docstring_qa_task}
 
@@ -60,5 +62,6 @@ def load_task(spec: str, params=None, *, seed: int = 0, max_train: int | None = 
         else:
             raise TaskError(f"unknown task {spec!r}; a task is {DEFAULT_TASK!r} or {PACKAGE_TASK!r}, a directory of "
                             "train/validation/test .csv/.tsv/.jsonl files, or hf:NAME[/CONFIG]")
-    task.info["metric"] = task_metric(spec, task.label_names, family=task.family)
+    task.info["metric"] = task_metric(spec, task.label_names, family=task.family,
+                                      generation_kind=task.info.get("generation_kind"))
     return cap_splits(task, max_train=max_train, max_eval=max_eval, seed=seed)
