@@ -4,7 +4,8 @@ the baselines it must beat on that number.
 - classification: test accuracy, against the majority class and the bag-of-words classifier;
 - regression: test Pearson correlation, against the training mean (0 by definition) and the
   bag-of-words ridge regression;
-- tagging: test entity F1 (seqeval's), against each word's most frequent training tag.
+- tagging: test entity F1 (seqeval's), against each word's most frequent training tag;
+- span_qa: test F1 (SQuAD's token F1), against the sliding-window word-overlap baseline.
 
 ``result`` is a fine-tuning ``metrics.json`` (or the evaluate stage's entry for one task): its
 ``family`` (classification when absent, as results written before the families were), its
@@ -20,6 +21,7 @@ HEADLINES: dict[str, tuple[str, dict[str, str]]] = {
     "classification": ("accuracy", {"majority": "accuracy", "bag_of_words": "accuracy"}),
     "regression": ("pearson", {"mean": "pearson", "bag_of_words": "pearson"}),
     "tagging": ("f1", {"most_frequent_tag": "f1"}),
+    "span_qa": ("f1", {"sliding_window": "f1"}),
 }
 
 

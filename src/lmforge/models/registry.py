@@ -57,9 +57,12 @@ class Architecture:
 
 
 def _arch(module: str, heads: dict[str, str], default_head: str, objectives: tuple[str, ...]) -> Architecture:
-    # every architecture tags with its sequence classifier's network (models/token_classification.py)
+    # every architecture tags and extracts answer spans with its sequence classifier's network
+    # (models/token_classification.py)
     tagger = "token_classification:" + heads["classification"].replace("SequenceClassification", "TokenClassification")
-    return Architecture(module, _Heads(module, {**heads, "token_classification": tagger}), default_head, objectives)
+    spans = "token_classification:" + heads["classification"].replace("SequenceClassification", "QuestionAnswering")
+    return Architecture(module, _Heads(module, {**heads, "token_classification": tagger, "span_extraction": spans}),
+                        default_head, objectives)
 
 
 ARCHITECTURES: dict[str, Architecture] = {
@@ -83,8 +86,9 @@ ARCHITECTURES: dict[str, Architecture] = {
 }
 
 
-# the heads that take ``num_labels``: a class per sequence, or per token (tagging)
-CLASSIFIER_HEADS = ("classification", "token_classification")
+# the heads that take ``num_labels``: a class per sequence, per token (tagging), or a start and an
+# end score per token (extractive QA: num_labels 2)
+CLASSIFIER_HEADS = ("classification", "token_classification", "span_extraction")
 
 
 @functools.cache

@@ -1,4 +1,5 @@
-"""Token classification (tagging): one set of logits per input position, for every architecture.
+"""Token classification (tagging) and span extraction (extractive QA): logits per input position,
+for every architecture.
 
 Each head is its architecture's sequence classifier (the same network and parameter names, so a
 pretrained backbone loads into it as it loads into the sequence classifier) with a linear layer
@@ -16,6 +17,11 @@ The sequence classifier's own pooled head stays in the model, unused (it gets no
 ``logits`` (B, L, num_labels); ``labels`` (B, L) tag ids with -100 where no tag is predicted
 (special tokens, padding, a word's later sub-tokens); ``loss`` the mean cross entropy over the
 labelled positions, plus Switch's router losses.
+
+The span heads (``...ForQuestionAnswering``) are the same network with two outputs per position,
+the answer's start and end scores, as BERT's SQuAD head: ``logits`` (B, L, 2); ``labels`` (B, 2)
+the start and end positions; ``loss`` the mean of the two cross entropies over the positions
+(padding excluded by ``attention_mask``), plus Switch's router losses.
 """
 
 from __future__ import annotations
@@ -82,6 +88,39 @@ def token_classifier(sequence_classifier: type[nn.Module], *, encoder_states: bo
     return TokenClassifier
 
 
+def span_extractor(sequence_classifier: type[nn.Module], *, encoder_states: bool = False) -> type[nn.Module]:
+    """The extractive-QA head of the architecture whose sequence classifier is
+    ``sequence_classifier``: its tagger with two outputs (start, end) per position."""
+    tagger = token_classifier(sequence_classifier, encoder_states=encoder_states)
+
+    class SpanExtractor(tagger):  # type: ignore[misc, valid-type]
+        def __init__(self, config, num_labels: int = 2, classifier_dropout: float | None = None):
+            if num_labels != 2:
+                raise ValueError(f"a span head scores a start and an end per position (num_labels 2), got {num_labels}")
+            super().__init__(config, num_labels=2, classifier_dropout=classifier_dropout)
+
+        def forward(self, labels: torch.Tensor | None = None, **inputs: torch.Tensor) -> ModelOutput:
+            out = super().forward(**inputs)
+            mask = inputs.get("attention_mask")
+            if mask is not None:  # padding never starts or ends an answer
+                out.logits = out.logits.masked_fill((mask == 0).unsqueeze(-1), torch.finfo(out.logits.dtype).min)
+            if labels is None:
+                return out
+            starts, ends = out.logits.float().unbind(-1)  # (B, L) each
+            loss = (F.cross_entropy(starts, labels[:, 0]) + F.cross_entropy(ends, labels[:, 1])) / 2
+            out.aux["span_loss"] = loss
+            if getattr(self.config, "add_router_losses", False):
+                loss = loss + sum(out.aux[k] for k in ROUTER_LOSSES if k in out.aux)
+            out.loss = loss
+            return out
+
+    SpanExtractor.__name__ = SpanExtractor.__qualname__ = \
+        sequence_classifier.__name__.replace("SequenceClassification", "QuestionAnswering")
+    SpanExtractor.__doc__ = (f"{sequence_classifier.__name__}'s network scoring each position as an answer's start "
+                             "and end (lmforge.models.token_classification).")
+    return SpanExtractor
+
+
 BertForTokenClassification = token_classifier(bert.BertForSequenceClassification)
 AlbertForTokenClassification = token_classifier(albert.AlbertForSequenceClassification)
 ErnieForTokenClassification = token_classifier(ernie.ErnieForSequenceClassification)
@@ -92,3 +131,14 @@ ElmoForTokenClassification = token_classifier(elmo.ElmoForSequenceClassification
 BartForTokenClassification = token_classifier(bart.BartForSequenceClassification)
 T5ForTokenClassification = token_classifier(t5.T5ForSequenceClassification, encoder_states=True)
 SwitchForTokenClassification = token_classifier(switch.SwitchForSequenceClassification, encoder_states=True)
+
+BertForQuestionAnswering = span_extractor(bert.BertForSequenceClassification)
+AlbertForQuestionAnswering = span_extractor(albert.AlbertForSequenceClassification)
+ErnieForQuestionAnswering = span_extractor(ernie.ErnieForSequenceClassification)
+GPTForQuestionAnswering = span_extractor(gpt.GPTForSequenceClassification)
+TransformerXLForQuestionAnswering = span_extractor(transformer_xl.TransformerXLForSequenceClassification)
+XLNetForQuestionAnswering = span_extractor(xlnet.XLNetForSequenceClassification)
+ElmoForQuestionAnswering = span_extractor(elmo.ElmoForSequenceClassification)
+BartForQuestionAnswering = span_extractor(bart.BartForSequenceClassification)
+T5ForQuestionAnswering = span_extractor(t5.T5ForSequenceClassification, encoder_states=True)
+SwitchForQuestionAnswering = span_extractor(switch.SwitchForSequenceClassification, encoder_states=True)

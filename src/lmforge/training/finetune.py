@@ -46,6 +46,7 @@ from ..config import ConfigError, Params
 from ..finetuning import baselines, features
 from ..finetuning.tasks import load_task
 from ..models.generation import candidate_scores
+from ..finetuning.span_features import encode_questions
 from ..finetuning.tagging_features import encode_tagged
 from ..models.registry import ARCHITECTURES, CLASSIFIER_HEADS, build_model, preset_config
 from ..objectives.base import IGNORE_INDEX, Vocab
@@ -54,6 +55,7 @@ from . import param_groups
 from .data import ObjectiveDataModule
 from .finetune_callbacks import BestOnValidation, prediction_scores, validation_scores
 from .finetune_regression import regression_scorer
+from .finetune_spans import span_scorer
 from .finetune_tagging import tagging_scorer
 from .module import LMForgeModule, balanced_class_weights
 from .progress import TrainingProgress
@@ -63,7 +65,7 @@ from .run import History, build_trainer, start_attempt, world_size
 
 
 # the task families fine-tuning takes (``finetuning.tasks.FAMILIES`` has the others' readers)
-FINETUNED_FAMILIES = ("classification", "regression", "tagging")
+FINETUNED_FAMILIES = ("classification", "regression", "tagging", "span_qa")
 
 
 class ExampleList:
@@ -77,6 +79,18 @@ class ExampleList:
 
     def example(self, index: int, rng=None) -> dict[str, np.ndarray]:
         return self.examples[index]
+
+
+def family_baselines(task, seed: int) -> dict[str, dict]:
+    """The baselines of a task that is not classification, by family (``finetuning.headline``)."""
+    if task.family == "tagging":
+        return {"most_frequent_tag": baselines.most_frequent_tag_baseline(task)}
+    if task.family == "regression":
+        return {"mean": baselines.mean_baseline(task),
+                "bag_of_words": baselines.bag_of_words_regression_baseline(task, seed=seed)}
+    from ..finetuning.span_baselines import sliding_window_baseline
+
+    return {"sliding_window": sliding_window_baseline(task)}
 
 
 def model_spec(pretrained_dir: Path, recipe: Recipe, size: SizeRecipe, tok_dir: Path) -> tuple[str, dict, str]:
@@ -100,10 +114,10 @@ def head_model(arch: str, mode: str, preset: str, overrides: dict, seq2seq_head:
         return build_model(preset, head=seq2seq_head, **overrides), overrides, seq2seq_head
     if arch == "elmo":
         overrides = {**overrides, "freeze_bilm": freeze}
-    if mode == "tagging":  # every position classified: the pooling does not apply
+    if mode in ("tagging", "span_qa"):  # every position scored: the pooling does not apply
         config = preset_config(preset, **overrides)
-        return ARCHITECTURES[arch].heads["token_classification"](config, num_labels=num_labels), overrides, \
-            "token_classification"
+        head = "token_classification" if mode == "tagging" else "span_extraction"
+        return ARCHITECTURES[arch].heads[head](config, num_labels=num_labels), overrides, head
     if mode == "regression":
         mode = "classification"  # the sequence head with one output (num_labels 1: mean squared error)
     if pooling != "default" and arch != "elmo":  # ELMo's classifier averages its mixed layers already
@@ -220,13 +234,13 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
     family = task.family
     if family not in FINETUNED_FAMILIES:
         raise ConfigError(f"{task.name} is a {family} task; fine-tuning takes {', '.join(FINETUNED_FAMILIES)} tasks")
-    tagging, regression = family == "tagging", family == "regression"
-    # a tagging task gets every architecture's tagging head, a regression task its one-output
-    # sequence head (mean squared error; text-to-text architectures too)
-    mode = family if tagging or regression else ft.mode
+    tagging, regression, spans = family == "tagging", family == "regression", family == "span_qa"
+    # a tagging task gets every architecture's tagging head, a span-QA task its span head, a
+    # regression task its one-output sequence head (mean squared error; text-to-text architectures too)
+    mode = family if family != "classification" else ft.mode
     # model selection: the recipe's metric on classification, the family's own otherwise
     # (entity F1; Pearson's correlation)
-    select = task.info.get("metric", "f1" if tagging else "pearson") if family != "classification" else ft.metric
+    select = task.info.get("metric", "pearson" if regression else "f1") if family != "classification" else ft.metric
     if family != "classification" and ft.augment is not None:
         raise ConfigError(f"{recipe_path(params, arch)}: finetune.augment makes classification examples; "
                           f"{task.name} is a {family} task")
@@ -261,7 +275,17 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
         log(f"finetune {arch} on {task.name}: {len(made)} augmented training examples from {ft.augment.model}'s masked LM")
         trained_on = dataclasses.replace(task, splits={**task.splits, "train": [*task.splits["train"], *made]})
     tagged_words: dict[str, list[list[int]]] = {}
-    if tagging:
+    windows: dict[str, tuple] = {}  # span QA: each split's (windows, context token spans)
+    if spans:
+        encoded = {}
+        for split in ("train", "validation", "test"):
+            encoded[split], *windows[split] = encode_questions(task.splits[split], arch, tok_dir,
+                                                               params.finetune.max_length, prefix=task.prefix,
+                                                               train=split == "train")
+        if not encoded["train"]:
+            raise ConfigError(f"{task.name}: no training window holds its answer at max_length "
+                              f"{params.finetune.max_length}")
+    elif tagging:
         encoded = {}
         for split in ("train", "validation", "test"):
             encoded[split], tagged_words[split] = encode_tagged(task.splits[split], arch, tok_dir,
@@ -273,7 +297,7 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
                    for split in ("train", "validation", "test")}
     optim = resolve_finetune_budget(size.finetune, len(encoded["train"]), world_size())
     pad = features.pad_id(arch, tok_dir)
-    num_labels = 1 if regression else len(task.label_names)
+    num_labels = 1 if regression else 2 if spans else len(task.label_names)
     if scratch:
         torch.manual_seed(params.train.seed)
         model, overrides, head = head_model(arch, mode, preset, overrides, seq2seq_head, num_labels,
@@ -308,6 +332,9 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
                else [round(float(w), 6) for w in class_weights], "layer_decay": ft.layer_decay, "frozen": len(frozen)}
     if regression:
         scorers = {split: regression_scorer(encoded[split], data.collate) for split in ("validation", "test")}
+    elif spans:
+        scorers = {split: span_scorer(encoded[split], *windows[split], task.splits[split], data.collate)
+                   for split in ("validation", "test")}
     elif tagging:
         scorers = {split: tagging_scorer(encoded[split], tagged_words[split], task.splits[split], data.collate,
                                          task.label_names, per_type=split == "test")
@@ -349,11 +376,9 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
 
         results = {"validation": scorers["validation"](model, module.device)}
         confusion = None
-        if tagging or regression:
+        if family != "classification":
             results["test"] = scorers["test"](model, module.device)
-            baseline_scores = {"most_frequent_tag": baselines.most_frequent_tag_baseline(task)} if tagging else \
-                {"mean": baselines.mean_baseline(task),
-                 "bag_of_words": baselines.bag_of_words_regression_baseline(task, seed=params.train.seed)}
+            baseline_scores = family_baselines(task, params.train.seed)
         else:
             test_predicted, test_gold = predict(model, _batches(encoded["test"], data.collate), mode, candidates,
                                                 device=module.device)
@@ -402,6 +427,12 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
         atomic_write_json(staged / "metrics.json", metrics)
         attempt.publish(params.train.keep_attempts, log)
     t, own = metrics["test"], metrics["metric"]
+    if spans:
+        b = metrics["baselines"]["sliding_window"]
+        log(f"finetune {arch} on {task.name} ({init}): best validation {select} {selection.best_value:.3f} at step "
+            f"{selection.best_step} of {trainer.global_step}; test exact match {t['exact_match']:.3f}, F1 {t['f1']:.3f} "
+            f"(sliding window: exact match {b['exact_match']:.3f}, F1 {b['f1']:.3f}) in {metrics['seconds']:.0f}s")
+        return metrics
     if regression:
         b = metrics["baselines"]["bag_of_words"]
         log(f"finetune {arch} on {task.name} ({init}): best validation {select} {selection.best_value:.3f} at step "

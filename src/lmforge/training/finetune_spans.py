@@ -1,0 +1,52 @@
+"""Fine-tuning on an extractive-QA task: the span head's start and end scores over every window
+of a question's context, the best span (``finetuning/span_features.py``) taken across its
+windows, and the answers scored by SQuAD's rule (``finetuning/metrics/spans.py``: exact match
+and token F1 after normalisation, the best over the gold answers)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..finetuning.metrics.spans import squad_scores
+from ..finetuning.span_features import Window, best_span, span_text
+from ..finetuning.tasks import SpanQuestion
+
+MAX_ANSWER_TOKENS = 30
+
+
+@torch.no_grad()
+def predict_answers(model: torch.nn.Module, encoded: list[dict[str, np.ndarray]], windows: list[Window],
+                    spans: list[list[tuple[int, int]]], questions: list[SpanQuestion], collate: Callable,
+                    device="cpu", batch_size: int = 64) -> list[str]:
+    """The predicted answer text of every question (the best span over its windows; "" when
+    none of its windows holds context)."""
+    was_training = model.training
+    model.eval()
+    best: dict[int, tuple[float, int, int]] = {}
+    try:
+        for i in range(0, len(encoded), batch_size):
+            batch = {k: v.to(device) for k, v in collate(encoded[i:i + batch_size]).items()}
+            logits = model(**{k: v for k, v in batch.items() if k != "labels"}).logits.float().cpu().numpy()
+            for j, row in enumerate(logits):
+                w = windows[i + j]
+                found = best_span(row[:, 0], row[:, 1], w, MAX_ANSWER_TOKENS)
+                if found is not None and (w.question not in best or found[0] > best[w.question][0]):
+                    best[w.question] = found
+    finally:
+        model.train(was_training)
+    return [span_text(q.context, spans[qi], *best[qi][1:]) if qi in best else "" for qi, q in enumerate(questions)]
+
+
+def span_scorer(encoded: list[dict[str, np.ndarray]], windows: list[Window], spans: list[list[tuple[int, int]]],
+                questions: list[SpanQuestion], collate: Callable) -> Callable[[torch.nn.Module, Any], dict[str, Any]]:
+    """``evaluate(model, device)``: exact match and F1 of the model's answers to ``questions``."""
+
+    def evaluate(model: torch.nn.Module, device) -> dict[str, Any]:
+        answers = predict_answers(model, encoded, windows, spans, questions, collate, device=device)
+        return squad_scores(answers, [[a.text for a in q.answers] for q in questions])
+
+    return evaluate
