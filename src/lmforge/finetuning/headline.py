@@ -5,7 +5,9 @@ the baselines it must beat on that number.
 - regression: test Pearson correlation, against the training mean (0 by definition) and the
   bag-of-words ridge regression;
 - tagging: test entity F1 (seqeval's), against each word's most frequent training tag;
-- span_qa: test F1 (SQuAD's token F1), against the sliding-window word-overlap baseline.
+- span_qa: test F1 (SQuAD's token F1), against the sliding-window word-overlap baseline;
+- generation: the task's own metric (``result["metric"]``: ROUGE-L for summaries, BLEU for
+  translation, exact match for closed-book QA), against the lead sentence and the copied input.
 
 ``result`` is a fine-tuning ``metrics.json`` (or the evaluate stage's entry for one task): its
 ``family`` (classification when absent, as results written before the families were), its
@@ -22,6 +24,7 @@ HEADLINES: dict[str, tuple[str, dict[str, str]]] = {
     "regression": ("pearson", {"mean": "pearson", "bag_of_words": "pearson"}),
     "tagging": ("f1", {"most_frequent_tag": "f1"}),
     "span_qa": ("f1", {"sliding_window": "f1"}),
+    "generation": ("", {"lead_sentence": "", "copy_input": ""}),  # "": the result's own metric
 }
 
 
@@ -30,7 +33,7 @@ def family_of(result: dict[str, Any]) -> str:
 
 
 def headline_metric(result: dict[str, Any]) -> str:
-    return HEADLINES[family_of(result)][0]
+    return HEADLINES[family_of(result)][0] or result.get("metric") or "rougeL"
 
 
 def headline(result: dict[str, Any] | None, split: str = "test") -> float | None:
@@ -45,7 +48,7 @@ def baseline_headlines(result: dict[str, Any]) -> dict[str, float]:
     """Each baseline's value of the headline metric (those present)."""
     out = {}
     for name, metric in HEADLINES[family_of(result)][1].items():
-        value = ((result.get("baselines") or {}).get(name) or {}).get(metric)
+        value = ((result.get("baselines") or {}).get(name) or {}).get(metric or headline_metric(result))
         if value is not None:
             out[name] = float(value)
     return out

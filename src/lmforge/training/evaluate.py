@@ -62,7 +62,7 @@ def transfer_gain(finetuned: dict[str, Any]) -> float | None:
     ``finetuning.headline``) minus its from-scratch control's, when both exist."""
     ours = headline(finetuned)
     scratch = finetuned.get("scratch")
-    control = headline({**scratch, "family": family_of(finetuned)}) if scratch else None
+    control = headline({**scratch, "family": family_of(finetuned), "metric": finetuned.get("metric")}) if scratch else None
     return None if ours is None or control is None else ours - control
 
 

@@ -46,6 +46,8 @@ from ..config import ConfigError, Params
 from ..finetuning import baselines, features
 from ..finetuning.tasks import load_task
 from ..models.generation import candidate_scores
+from ..finetuning.features import FeatureError
+from ..finetuning.generation_features import SEQ2SEQ, check_writer, encode_pairs
 from ..finetuning.span_features import encode_questions
 from ..finetuning.tagging_features import encode_tagged
 from ..models.registry import ARCHITECTURES, CLASSIFIER_HEADS, build_model, preset_config
@@ -54,6 +56,7 @@ from ..tokenizer_kinds import ARCHITECTURE_TOKENIZER
 from . import param_groups
 from .data import ObjectiveDataModule
 from .finetune_callbacks import BestOnValidation, prediction_scores, validation_scores
+from .finetune_generation import TEST_BEAMS, generation_scorer
 from .finetune_regression import regression_scorer
 from .finetune_spans import span_scorer
 from .finetune_tagging import tagging_scorer
@@ -65,7 +68,7 @@ from .run import History, build_trainer, start_attempt, world_size
 
 
 # the task families fine-tuning takes (``finetuning.tasks.FAMILIES`` has the others' readers)
-FINETUNED_FAMILIES = ("classification", "regression", "tagging", "span_qa")
+FINETUNED_FAMILIES = ("classification", "regression", "tagging", "span_qa", "generation")
 
 
 class ExampleList:
@@ -88,6 +91,10 @@ def family_baselines(task, seed: int) -> dict[str, dict]:
     if task.family == "regression":
         return {"mean": baselines.mean_baseline(task),
                 "bag_of_words": baselines.bag_of_words_regression_baseline(task, seed=seed)}
+    if task.family == "generation":
+        from ..finetuning.generation_baselines import copy_input_baseline, lead_sentence_baseline
+
+        return {"lead_sentence": lead_sentence_baseline(task), "copy_input": copy_input_baseline(task)}
     from ..finetuning.span_baselines import sliding_window_baseline
 
     return {"sliding_window": sliding_window_baseline(task)}
@@ -235,12 +242,20 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
     if family not in FINETUNED_FAMILIES:
         raise ConfigError(f"{task.name} is a {family} task; fine-tuning takes {', '.join(FINETUNED_FAMILIES)} tasks")
     tagging, regression, spans = family == "tagging", family == "regression", family == "span_qa"
+    writing = family == "generation"
+    if writing:
+        try:
+            check_writer(arch)
+        except FeatureError as exc:
+            raise ConfigError(f"{task.name}: {exc}") from None
     # a tagging task gets every architecture's tagging head, a span-QA task its span head, a
     # regression task its one-output sequence head (mean squared error; text-to-text architectures too)
     mode = family if family != "classification" else ft.mode
     # model selection: the recipe's metric on classification, the family's own otherwise
     # (entity F1; Pearson's correlation)
-    select = task.info.get("metric", "pearson" if regression else "f1") if family != "classification" else ft.metric
+    select = task.info.get("metric", "pearson" if regression else "rougeL" if writing else "f1") \
+        if family != "classification" else ft.metric
+    model_mode = "text_to_text" if writing else mode  # a writer keeps its pretraining head (seq2seq, GPT's LM)
     if family != "classification" and ft.augment is not None:
         raise ConfigError(f"{recipe_path(params, arch)}: finetune.augment makes classification examples; "
                           f"{task.name} is a {family} task")
@@ -276,7 +291,16 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
         trained_on = dataclasses.replace(task, splits={**task.splits, "train": [*task.splits["train"], *made]})
     tagged_words: dict[str, list[list[int]]] = {}
     windows: dict[str, tuple] = {}  # span QA: each split's (windows, context token spans)
-    if spans:
+    prompts: dict[str, list] = {}  # generation: each evaluated split's inputs without the target
+    if writing:
+        encoded, kind = {}, task.info.get("generation_kind", "text")
+        for split in ("train", "validation", "test"):
+            encoded[split] = encode_pairs(task.splits[split], arch, tok_dir, params.finetune.max_length,
+                                          prefix=task.prefix)
+            if split != "train":
+                prompts[split] = encode_pairs(task.splits[split], arch, tok_dir, params.finetune.max_length,
+                                              prefix=task.prefix, with_target=False)
+    elif spans:
         encoded = {}
         for split in ("train", "validation", "test"):
             encoded[split], *windows[split] = encode_questions(task.splits[split], arch, tok_dir,
@@ -300,10 +324,10 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
     num_labels = 1 if regression else 2 if spans else len(task.label_names)
     if scratch:
         torch.manual_seed(params.train.seed)
-        model, overrides, head = head_model(arch, mode, preset, overrides, seq2seq_head, num_labels,
+        model, overrides, head = head_model(arch, model_mode, preset, overrides, seq2seq_head, num_labels,
                                             lm_coef=ft.lm_coef, freeze=ft.freeze_pretrained, pooling=ft.pooling)
     else:
-        model, preset, overrides, head = build_finetune_model(pretrained_dir, arch, mode, num_labels,
+        model, preset, overrides, head = build_finetune_model(pretrained_dir, arch, model_mode, num_labels,
                                                               lm_coef=ft.lm_coef, freeze=ft.freeze_pretrained,
                                                               pooling=ft.pooling)
     frozen = param_groups.freeze(model, ft.freeze)
@@ -332,6 +356,11 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
                else [round(float(w), 6) for w in class_weights], "layer_decay": ft.layer_decay, "frozen": len(frozen)}
     if regression:
         scorers = {split: regression_scorer(encoded[split], data.collate) for split in ("validation", "test")}
+    elif writing:
+        scorers = {split: generation_scorer(arch, prompts[split], task.splits[split], data.collate, tok_dir, kind,
+                                            num_beams=TEST_BEAMS if split == "test" and arch in SEQ2SEQ else 1,
+                                            samples=5 if split == "test" else 0)
+                   for split in ("validation", "test")}
     elif spans:
         scorers = {split: span_scorer(encoded[split], *windows[split], task.splits[split], data.collate)
                    for split in ("validation", "test")}
@@ -427,6 +456,13 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
         atomic_write_json(staged / "metrics.json", metrics)
         attempt.publish(params.train.keep_attempts, log)
     t, own = metrics["test"], metrics["metric"]
+    if writing:
+        b = metrics["baselines"]["lead_sentence"]
+        log(f"finetune {arch} on {task.name} ({init}): best validation {select} {selection.best_value:.3f} at step "
+            f"{selection.best_step} of {trainer.global_step}; test {select} {t[select]:.3f} (lead sentence "
+            f"{b.get(select, float('nan')):.3f}, copy input {metrics['baselines']['copy_input'].get(select, float('nan')):.3f})"
+            f" in {metrics['seconds']:.0f}s")
+        return metrics
     if spans:
         b = metrics["baselines"]["sliding_window"]
         log(f"finetune {arch} on {task.name} ({init}): best validation {select} {selection.best_value:.3f} at step "

@@ -24,7 +24,8 @@ def task_frame(evaluations: list[dict], task: str) -> pd.DataFrame:
             continue
         score = headline(result)
         scratch = result.get("scratch")
-        control = headline({**scratch, "family": family_of(result)}) if isinstance(scratch, dict) else None
+        control = headline({**scratch, "family": family_of(result), "metric": result.get("metric")}) \
+            if isinstance(scratch, dict) else None
         row: dict[str, Any] = {"architecture": str(evaluation.get("architecture")), "family": family_of(result),
                                "metric": headline_metric(result), "score": score}
         for name, value in baseline_headlines(result).items():

@@ -1,0 +1,86 @@
+"""Fine-tuning on a generation task: the model's written outputs scored against the references.
+
+BART, T5 and Switch decode from their decoder start with ``models.generation.generate``: greedy
+search for the validation passes, beam search (``TEST_BEAMS`` beams) for the final test score,
+as their papers decode. GPT continues each prompt greedily, one example at a time, its window
+the last ``n_positions`` tokens. Outputs end at ``</s>`` or after ``MAX_NEW_TOKENS``. The scores
+are ``finetuning/metrics/generation.py``'s for the task's kind (ROUGE for summaries, BLEU and
+chrF for translation, exact match always).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..finetuning.generation_baselines import KIND_METRICS
+from ..finetuning.generation_features import SEQ2SEQ, decode
+from ..finetuning.metrics.generation import generation_scores
+from ..finetuning.tasks import TextPair
+from ..models.generation import generate
+
+MAX_NEW_TOKENS = 48
+TEST_BEAMS = 4
+
+
+@torch.no_grad()
+def write(model: torch.nn.Module, arch: str, prompts: list[dict[str, np.ndarray]], collate: Callable,
+          tokenizer_dir: str | Path, *, num_beams: int = 1, device="cpu", batch_size: int = 32) -> list[str]:
+    """The text the model writes for every prompt (``encode_pairs(..., with_target=False)``)."""
+    was_training = model.training
+    model.eval()
+    out: list[str] = []
+    try:
+        if arch in SEQ2SEQ:
+            c = model.config
+            for i in range(0, len(prompts), batch_size):
+                batch = {k: v.to(device) for k, v in collate(prompts[i:i + batch_size]).items()}
+                ids = generate(model, batch["input_ids"], batch["attention_mask"], MAX_NEW_TOKENS, num_beams,
+                               decoder_start_token_id=c.decoder_start_id, eos_token_id=c.eos_id, pad_token_id=c.pad_id,
+                               forced_bos_token_id=c.bos_id if arch == "bart" else None)
+                out += [decode(arch, tokenizer_dir, row[1:].tolist()) for row in ids.cpu()]
+            return out
+        window = model.config.n_positions
+        eos = decode_eos(arch, tokenizer_dir)
+        for p in prompts:
+            ids = torch.as_tensor(p["input_ids"], device=device)[None]
+            written: list[int] = []
+            for _ in range(MAX_NEW_TOKENS):
+                token = int(model(input_ids=ids[:, -window:]).logits[0, -1].argmax())
+                if token == eos:
+                    break
+                written.append(token)
+                ids = torch.cat([ids, ids.new_tensor([[token]])], dim=1)
+            out.append(decode(arch, tokenizer_dir, written))
+    finally:
+        model.train(was_training)
+    return out
+
+
+def decode_eos(arch: str, tokenizer_dir: str | Path) -> int:
+    from ..finetuning.features import load_tokenizer
+
+    return int(load_tokenizer(arch, tokenizer_dir).vocab.eos)
+
+
+def generation_scorer(model_arch: str, prompts: list[dict[str, np.ndarray]], pairs: list[TextPair], collate: Callable,
+                      tokenizer_dir: str | Path, kind: str, *, num_beams: int = 1, samples: int = 0
+                      ) -> Callable[[torch.nn.Module, Any], dict[str, Any]]:
+    """``evaluate(model, device)``: the kind's scores of what the model writes for ``pairs``
+    (``samples``: also the first few sources, references and outputs, under ``samples``)."""
+    metrics = KIND_METRICS.get(kind, KIND_METRICS["text"])
+
+    def evaluate(model: torch.nn.Module, device) -> dict[str, Any]:
+        written = write(model, model_arch, prompts, collate, tokenizer_dir, num_beams=num_beams, device=device)
+        scores: dict[str, Any] = {**generation_scores(written, [p.target for p in pairs], metrics),
+                                  "examples": len(pairs), "num_beams": num_beams}
+        if samples:
+            scores["samples"] = [{"source": p.source, "reference": p.target, "written": w}
+                                 for p, w in zip(pairs[:samples], written)]
+        return scores
+
+    return evaluate
