@@ -27,6 +27,12 @@ SEQ2SEQ = ("bart", "t5", "switch")
 WRITERS = (*SEQ2SEQ, "gpt")
 
 
+def fits_family(arch: str, family: str) -> bool:
+    """Whether ``arch`` fine-tunes on a task of ``family``: every architecture but on generation,
+    which only the writers take."""
+    return family != "generation" or arch in WRITERS
+
+
 def check_writer(arch: str) -> None:
     _check_arch(arch)
     if arch not in WRITERS:

@@ -71,7 +71,11 @@ class Stage:
 
     @property
     def group(self) -> str:
-        return KINDS[self.kind].group
+        """The kind's group; a fine-tuning on a task of another family than classification is in
+        that family's (``finetuning_tagging``, ``finetuning_span_qa``, ...)."""
+        family = self.key.get("family")
+        base = KINDS[self.kind].group
+        return f"{base}_{family}" if family and family != "classification" else base
 
     @property
     def subprocess(self) -> bool:
@@ -166,7 +170,9 @@ def build_stages(params: Params | None = None, root: str | os.PathLike = ".", pa
     Recipes are read for every enabled architecture (which objective and tokenizer it uses, how
     it fine-tunes); a missing or invalid recipe is a :class:`ConfigError` naming the file. Paths
     in ``params`` are relative to ``root``."""
+    from ..finetuning.generation_features import fits_family
     from ..finetuning.tasks import CORPUS_TASKS
+    from ..finetuning.tasks.load import task_family
     from ..objectives.registry import tokenizer_kind
     from ..training.recipes import load_recipe, recipe_param_keys, recipe_path
 
@@ -276,6 +282,10 @@ def build_stages(params: Params | None = None, root: str | os.PathLike = ".", pa
         finetuned = []
         finetune_recipe = tuple(recipe_param_keys(params, arch, "finetune", root))
         for task in params.finetune.tasks:
+            local = task in CORPUS_TASKS or task.startswith("hf:") or Path(task).is_absolute()
+            family = task_family(task if local else str(root / task))
+            if not fits_family(arch, family):  # e.g. an encoder on a generation task: no stage
+                continue
             task_deps: list[str] = []
             task_upstream = [f"tokenizer_{kind}"]
             if task in CORPUS_TASKS:
@@ -288,6 +298,7 @@ def build_stages(params: Params | None = None, root: str | os.PathLike = ".", pa
                 task_deps.append(rel(layout.pretrain_dir(params, augmenter)))
                 if augmenter in params.train.architectures:
                     task_upstream.append(f"pretrain_{augmenter}")
+            family_key = {"family": family} if family != "classification" else {}  # the group it shows in
             finetune_params = ("train.size", "train.seed", "train.finetune_max_steps", "train.log_every",
                                "finetune.max_length", "finetune.max_train_examples", "split")
             name = f"finetune_{arch}_{_slug(layout.task_slug(task))}"
@@ -295,12 +306,13 @@ def build_stages(params: Params | None = None, root: str | os.PathLike = ".", pa
             finetuned.append((name, out))
             add(Stage(
                 name=name, kind="finetune",
-                description=f"Fine-tune the pretrained {arch} on {task} ({recipe.finetune.mode}); model, history.csv, "
-                            "metrics.json with test accuracy / macro-F1 and the majority and bag-of-words baselines.",
+                description=f"Fine-tune the pretrained {arch} on {task} ({recipe.finetune.mode if family == 'classification' else family}); "
+                            "model, history.csv, metrics.json with the test scores of the task's family and its "
+                            "baselines.",
                 command=("finetune", arch, "--task", task),
                 upstream=tuple(dict.fromkeys((f"pretrain_{arch}", *task_upstream))),
                 deps=tuple(dict.fromkeys((pre_out, tokenizer_out, *task_deps))), params=finetune_params,
-                outputs=(Output(out),), key={"arch": arch, "task": task, "init": "pretrained"},
+                outputs=(Output(out),), key={"arch": arch, "task": task, "init": "pretrained", **family_key},
                 recipe=recipe_file, recipe_params=finetune_recipe,
             ))
             if params.finetune.scratch_control:
@@ -313,7 +325,7 @@ def build_stages(params: Params | None = None, root: str | os.PathLike = ".", pa
                                 "and budget as the pretrained one; what pretraining is worth is the difference.",
                     command=("finetune", arch, "--task", task, "--from-scratch"), upstream=tuple(task_upstream),
                     deps=(tokenizer_out, *task_deps), params=finetune_params,
-                    outputs=(Output(out),), key={"arch": arch, "task": task, "init": "scratch"},
+                    outputs=(Output(out),), key={"arch": arch, "task": task, "init": "scratch", **family_key},
                     recipe=recipe_file, recipe_params=finetune_recipe,
                 ))
         add(Stage(

@@ -21,6 +21,38 @@ CORPUS_TASKS = {DEFAULT_TASK: docstring_kind_task, PACKAGE_TASK: docstring_packa
                 PARAMS_TASK: docstring_params_task, SIGNATURE_TASK: docstring_signature_task,
                 QA_TASK: docstring_qa_task}
 
+# the family of each corpus task (known without building it)
+CORPUS_FAMILIES = {DEFAULT_TASK: "classification", PACKAGE_TASK: "classification", SIGNATURE_TASK: "classification",
+                   PARAMS_TASK: "tagging", QA_TASK: "span_qa", SUMMARY_TASK: "generation"}
+
+
+def task_family(spec: str) -> str:
+    """The family of the task ``spec`` without reading its examples: a corpus task's own, a
+    folder's from its files (as ``folder_task`` tells them), a dataset's (``hf:``) classification
+    (regression shows only when it is loaded; both fit every architecture)."""
+    from .folder import REGRESSION_GLUE
+    from .generation_files import is_generation_folder
+    from .glue import canonical_glue_name, glue_name
+    from .squad import is_squad_folder
+    from .tagging_files import is_tagging_folder
+
+    spec = spec.strip()
+    if spec in CORPUS_FAMILIES:
+        return CORPUS_FAMILIES[spec]
+    if spec.startswith("hf:"):
+        return "regression" if glue_name(spec) == REGRESSION_GLUE else "classification"
+    path = Path(spec).expanduser()
+    if not path.is_dir():
+        return "classification"  # load_task names what is wrong with it
+    if is_squad_folder(path):
+        return "span_qa"
+    if is_tagging_folder(path):
+        return "tagging"
+    if is_generation_folder(path):
+        return "generation"
+    return "regression" if canonical_glue_name(path.resolve().name) == REGRESSION_GLUE else "classification"
+
+
 _FROM_PARAMS = object()  # max_train default: params.finetune.max_train_examples, else 4000
 
 
