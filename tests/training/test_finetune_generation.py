@@ -57,6 +57,13 @@ def test_generation_fine_tunes_and_scores_what_the_model_writes(project, arch):
     meta = json.loads((project / "models" / arch / "summaries-scratch" / "model" / "lmforge_model.json").read_text())
     assert meta["head"] == ("seq2seq" if arch == "t5" else "lm")
     assert "test rougeL" in logs[-1]
+    # `lmforge generate` writes with the fine-tuned model from its task's prompt (prefix, delimiter)
+    from lmforge.inference.generate import Settings, generate_text
+    from lmforge.inference.loading import load
+
+    text = generate_text(load(project / "models" / arch / "summaries-scratch"), samples[0]["source"],
+                         Settings(max_new_tokens=8))
+    assert isinstance(text, str)
 
 
 def test_an_encoder_is_refused_for_a_generation_task(project):

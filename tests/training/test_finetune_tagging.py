@@ -90,3 +90,19 @@ def test_tagging_fine_tunes_selects_on_entity_f1_and_saves_a_tagger(project):
     again = tagging_scorer(encoded, words, task.splits["test"], lambda b: collate(b, pad_id("bert", tok)),
                            task.label_names)(model, "cpu")
     assert again["f1"] == pretrained["test"]["f1"] and again["token_accuracy"] == pretrained["test"]["token_accuracy"]
+
+    # the folder is a tagger: predict (a classifier's command), generate and export refuse it by name
+    import pytest
+
+    from lmforge.inference.export import export_model
+    from lmforge.inference.generate import generate_text
+    from lmforge.inference.loading import InferenceError, load
+    from lmforge.inference.predict import predict
+
+    loaded = load(out)
+    with pytest.raises(InferenceError, match="a tagging model"):
+        predict(loaded, ["some text"])
+    with pytest.raises(InferenceError, match="token_classification model"):
+        export_model(loaded, project / "exported")
+    with pytest.raises(InferenceError, match="does not generate text"):
+        generate_text(loaded, "some text")

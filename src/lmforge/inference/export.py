@@ -107,6 +107,9 @@ def export_model(loaded: LoadedModel, out: str | Path) -> Path:
 
     if loaded.arch in NO_TRANSFORMERS:
         raise InferenceError(f"{loaded.arch} has no transformers counterpart to export to")
+    if loaded.head in ("token_classification", "span_extraction"):
+        raise InferenceError(f"{loaded.directory}: a {loaded.head} model; export writes language models and "
+                             "sequence classifiers only")
     out = _new_folder(out)
     v = loaded.vocab
     try:

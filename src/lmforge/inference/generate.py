@@ -55,6 +55,8 @@ def check_generator(loaded: LoadedModel) -> None:
     if loaded.head == "classification":
         raise InferenceError(f"{loaded.directory}: a {loaded.arch} classifier (fine-tuned with a classification head) "
                              "does not generate text; use `lmforge predict`")
+    if loaded.head in ("token_classification", "span_extraction"):
+        raise InferenceError(f"{loaded.directory}: a {loaded.arch} {loaded.head} model does not generate text")
 
 
 def prompt_ids(loaded: LoadedModel, text: str) -> list[int]:
@@ -65,6 +67,12 @@ def prompt_ids(loaded: LoadedModel, text: str) -> list[int]:
     if not text.strip():
         raise InferenceError("the prompt is empty")
     v, arch = loaded.vocab, loaded.arch
+    if loaded.task and loaded.task.get("mode") == "generation":  # fine-tuned to write: its task's prompt
+        from ..finetuning.generation_features import encode_pairs
+        from ..finetuning.tasks import TextPair
+
+        return encode_pairs([TextPair(text, "-")], arch, loaded.tokenizer.directory, loaded.task["max_length"],
+                            prefix=loaded.task["prefix"], with_target=False)[0]["input_ids"].tolist()
     if loaded.task and loaded.task.get("mode") == "text_to_text":
         from ..finetuning.features import encode_examples
         from ..finetuning.tasks import Example

@@ -32,6 +32,9 @@ def check_classifier(loaded: LoadedModel) -> dict:
     for key in ("labels", "mode", "prefix", "max_length"):
         if key not in task:
             raise InferenceError(f"{loaded.directory}: its task record has no {key!r}; fine-tune the model again")
+    if task["mode"] not in ("classification", "text_to_text"):
+        raise InferenceError(f"{loaded.directory}: a {task['mode']} model; `lmforge predict` labels texts with "
+                             "classification models (a generation model writes with `lmforge generate`)")
     return task
 
 
