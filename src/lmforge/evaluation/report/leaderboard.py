@@ -34,7 +34,9 @@ COLUMNS: dict[str, str] = {
     "task": "the fine-tuning task of the columns that follow",
     "task_accuracy": "fine-tuned accuracy on the task's test split (validation if no test)",
     "task_macro_f1": "fine-tuned macro-averaged F1 on the same split",
-    "task_metric": "the task's own metric (GLUE's for a GLUE task: mcc for CoLA, f1 for MRPC and QQP; else accuracy)",
+    "task_metric": "the task's own metric (GLUE's for a GLUE task: mcc for CoLA, f1 for MRPC and QQP; accuracy for other "
+                   "classification; pearson for regression, entity f1 for tagging, SQuAD f1 for span QA, rougeL / bleu / "
+                   "exact_match for generation)",
     "task_score": "fine-tuned task_metric on the same split",
     "majority_accuracy": "accuracy of always predicting the most frequent class",
     "bow_accuracy": "accuracy of a bag-of-words classifier",
