@@ -146,6 +146,32 @@ def test_a_task_adds_a_finetuning_stage_per_architecture(graph_root):
     assert "data/clean" in three["finetune_gpt_docstring_package"].deps
 
 
+def test_each_task_family_gets_stages_for_the_architectures_that_fit_it_in_its_own_group(graph_root):
+    import json
+
+    summaries = graph_root / "data" / "summaries"
+    summaries.mkdir(parents=True)
+    for split in ("train", "test"):
+        (summaries / f"{split}.jsonl").write_text(json.dumps({"article": "A long text. More.", "highlights": "A text."})
+                                                  + "\n", encoding="utf-8")
+    graph = build_stages(graph_project(graph_root, train={"architectures": ["gpt", "bert", "t5"]},
+                                       finetune={"tasks": ["docstring_kind", "docstring_params", "docstring_qa",
+                                                           "data/summaries"]}), root=graph_root)
+    finetunes = {n for n in names(graph) if n.startswith("finetune_") and not n.startswith("finetune_scratch_")}
+    # a generation task only for the architectures that write (bert does not)
+    assert finetunes == {f"finetune_{a}_{t}" for a in ("gpt", "bert", "t5")
+                         for t in ("docstring_kind", "docstring_params", "docstring_qa")} | \
+        {"finetune_gpt_summaries", "finetune_t5_summaries"}
+    assert "finetune_scratch_bert_summaries" not in graph.stages
+    groups = {n: graph[n].group for n in finetunes}
+    assert groups["finetune_bert_docstring_kind"] == "finetuning"
+    assert groups["finetune_bert_docstring_params"] == "finetuning_tagging"
+    assert groups["finetune_t5_docstring_qa"] == graph["finetune_scratch_t5_docstring_qa"].group == "finetuning_span_qa"
+    assert groups["finetune_gpt_summaries"] == "finetuning_generation" and set(groups.values()) <= set(GROUPS)
+    assert graph["finetune_t5_docstring_params"].key["family"] == "tagging"
+    assert "family" not in graph["finetune_t5_docstring_kind"].key  # classification stays as it was
+
+
 def test_objectives_and_kinds_without_architectures(graph_root):
     graph = build_stages(graph_project(graph_root, train={"architectures": []},
                                        tokenizer={"kinds": ["bpe", "wordpiece"]}, dataset={"objectives": ["clm", "mlm"]}),
