@@ -204,7 +204,7 @@ def pretrain(architectures, params_path, overrides, restart) -> None:
 
 @main.command()
 @click.argument("architectures", nargs=-1, type=_ARCH)
-@click.option("--task", "tasks", multiple=True, help="docstring_kind (default), docstring_package, a folder of train/validation/test CSV or JSONL, or hf:NAME[/CONFIG].")
+@click.option("--task", "tasks", multiple=True, help="A corpus task (docstring_kind, the default; docstring_package, docstring_signature, docstring_params, docstring_qa, docstring_summary), a folder of train/validation/test files (CSV/TSV/JSONL with GLUE's columns or GLUE's own files, classification or regression; CoNLL or JSONL tagging; SQuAD JSON/JSONL; generation JSONL/CSV/TSV), or hf:NAME[/CONFIG].")
 @click.option("--params", "params_path", default="params.yaml", show_default=True, help="Parameters file.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a parameter.")
 @click.option("--from-scratch", is_flag=True, help="The control: the same architecture, randomly initialised, with the same recipe and budget.")

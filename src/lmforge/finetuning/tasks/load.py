@@ -92,8 +92,12 @@ def load_task(spec: str, params=None, *, seed: int = 0, max_train: int | None = 
         elif "/" in spec or "\\" in spec or spec.startswith("."):
             raise TaskError(f"task {spec!r}: no such directory")
         else:
-            raise TaskError(f"unknown task {spec!r}; a task is {DEFAULT_TASK!r} or {PACKAGE_TASK!r}, a directory of "
-                            "train/validation/test .csv/.tsv/.jsonl files, or hf:NAME[/CONFIG]")
+            raise TaskError(f"unknown task {spec!r}; a task is a corpus task ({', '.join(CORPUS_TASKS)}), a directory "
+                            "of train/validation/test files (.csv/.tsv/.jsonl with GLUE's columns or GLUE's own .tsv "
+                            "files: classification or regression; CoNLL .conll/.txt or JSONL tokens/tags: tagging; "
+                            "SQuAD .json/.jsonl: span QA; .jsonl/.csv/.tsv with article/highlights, document/summary, "
+                            "source/target, input/output, question/answer(s) or translation: generation), or "
+                            "hf:NAME[/CONFIG]")
     task.info["metric"] = task_metric(spec, task.label_names, family=task.family,
                                       generation_kind=task.info.get("generation_kind"))
     return cap_splits(task, max_train=max_train, max_eval=max_eval, seed=seed)
