@@ -88,6 +88,9 @@ def test_every_architecture_has_a_tagging_head(corpus, arch):
     expected = F.cross_entropy(out.logits[mask].float(), batch["labels"][mask])
     task_loss = out.aux.get("tagging_loss", out.loss)
     assert math.isfinite(float(out.loss)) and float(task_loss) == pytest.approx(float(expected), rel=1e-5)
+    if arch == "switch":  # the router losses are added to the tagging loss, as to Switch's other heads
+        routed = task_loss + out.aux["load_balancing_loss"] + out.aux["router_z_loss"]
+        assert float(out.loss) == pytest.approx(float(routed), rel=1e-6) and float(out.loss) > float(task_loss)
     # a gradient reaches the backbone through the tagger
     model.train()
     model(**batch).loss.backward()

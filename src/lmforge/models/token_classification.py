@@ -51,6 +51,19 @@ def token_states(out: ModelOutput, encoder_states: bool) -> torch.Tensor:
     return out.hidden_states
 
 
+def with_router_losses(config, loss: torch.Tensor, aux: dict[str, torch.Tensor]) -> torch.Tensor:
+    """The task loss plus Switch's router losses when its config adds them (``aux`` holds them)."""
+    if getattr(config, "add_router_losses", False):
+        return loss + sum(aux[k] for k in ROUTER_LOSSES if k in aux)
+    return loss
+
+
+def _named(cls: type, sequence_classifier: type, suffix: str, doc: str) -> type:
+    cls.__name__ = cls.__qualname__ = sequence_classifier.__name__.replace("SequenceClassification", suffix)
+    cls.__doc__ = f"{sequence_classifier.__name__}'s network {doc} (lmforge.models.token_classification)."
+    return cls
+
+
 def token_classifier(sequence_classifier: type[nn.Module], *, encoder_states: bool = False) -> type[nn.Module]:
     """The tagging head of the architecture whose sequence classifier is ``sequence_classifier``
     (``encoder_states``: read the encoder's states, for T5 and Switch)."""
@@ -76,16 +89,10 @@ def token_classifier(sequence_classifier: type[nn.Module], *, encoder_states: bo
             loss = F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), labels.reshape(-1),
                                    ignore_index=IGNORE_INDEX)
             result.aux["tagging_loss"] = loss
-            if getattr(self.config, "add_router_losses", False):
-                loss = loss + sum(out.aux[k] for k in ROUTER_LOSSES if k in out.aux)
-            result.loss = loss
+            result.loss = with_router_losses(self.config, loss, result.aux)
             return result
 
-    TokenClassifier.__name__ = TokenClassifier.__qualname__ = \
-        sequence_classifier.__name__.replace("SequenceClassification", "TokenClassification")
-    TokenClassifier.__doc__ = (f"{sequence_classifier.__name__}'s network tagging every position "
-                               "(lmforge.models.token_classification).")
-    return TokenClassifier
+    return _named(TokenClassifier, sequence_classifier, "TokenClassification", "tagging every position")
 
 
 def span_extractor(sequence_classifier: type[nn.Module], *, encoder_states: bool = False) -> type[nn.Module]:
@@ -109,16 +116,11 @@ def span_extractor(sequence_classifier: type[nn.Module], *, encoder_states: bool
             starts, ends = out.logits.float().unbind(-1)  # (B, L) each
             loss = (F.cross_entropy(starts, labels[:, 0]) + F.cross_entropy(ends, labels[:, 1])) / 2
             out.aux["span_loss"] = loss
-            if getattr(self.config, "add_router_losses", False):
-                loss = loss + sum(out.aux[k] for k in ROUTER_LOSSES if k in out.aux)
-            out.loss = loss
+            out.loss = with_router_losses(self.config, loss, out.aux)
             return out
 
-    SpanExtractor.__name__ = SpanExtractor.__qualname__ = \
-        sequence_classifier.__name__.replace("SequenceClassification", "QuestionAnswering")
-    SpanExtractor.__doc__ = (f"{sequence_classifier.__name__}'s network scoring each position as an answer's start "
-                             "and end (lmforge.models.token_classification).")
-    return SpanExtractor
+    return _named(SpanExtractor, sequence_classifier, "QuestionAnswering",
+                  "scoring each position as an answer's start and end")
 
 
 BertForTokenClassification = token_classifier(bert.BertForSequenceClassification)
