@@ -38,12 +38,12 @@ too many or too few fields. ``task.info["generation_kind"]`` holds the kind, fro
 from __future__ import annotations
 
 import csv
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 from .base import CARVE_FRACTION, SPLIT_NAMES, Task, TaskError, TextPair, carve_validation, check_task
+from .files import first_jsonl_object, jsonl_objects
 
 GENERATION_SUFFIXES = (".jsonl", ".csv", ".tsv")
 SPLIT_STEMS = {"train": ("train",), "validation": ("validation", "valid", "dev"), "test": ("test",)}
@@ -70,31 +70,12 @@ LANGUAGE_NAMES = {
 }
 
 
-def _lines(path: Path) -> list[str]:
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TaskError(f"{path}: unreadable: {exc}") from None
-    return [line.removesuffix("\r") for line in text.split("\n")]
-
-
 def read_generation_rows(path: str | Path) -> list[tuple[int, dict[str, Any]]]:
     """(line, row) of every row of a ``.jsonl``, ``.csv`` or ``.tsv`` file (CSV / TSV: the first
     line is the header; a row's line is its first line); errors name the file and line."""
     path = Path(path)
     if path.suffix == ".jsonl":
-        rows = []
-        for n, line in enumerate(_lines(path), start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except ValueError as exc:
-                raise TaskError(f"{path}:{n}: not valid JSON ({exc})") from None
-            if not isinstance(row, dict):
-                raise TaskError(f"{path}:{n}: expected a JSON object, got {type(row).__name__}")
-            rows.append((n, row))
-        return rows
+        return list(jsonl_objects(path))
     options: dict[str, Any] = {"delimiter": "\t", "quoting": csv.QUOTE_NONE} if path.suffix == ".tsv" else {}
     try:
         with path.open(encoding="utf-8-sig", newline="") as f:
@@ -119,14 +100,11 @@ def read_generation_rows(path: str | Path) -> list[tuple[int, dict[str, Any]]]:
 
 def _header(path: Path) -> list[str] | None:
     """The column names of a file's first row (JSONL: the first object's keys), None when unreadable."""
+    if path.suffix == ".jsonl":
+        first = first_jsonl_object(path)
+        return list(first) if first is not None else None
     try:
         with path.open(encoding="utf-8-sig", newline="") as f:
-            if path.suffix == ".jsonl":
-                for line in f:
-                    if line.strip():
-                        row = json.loads(line)
-                        return list(row) if isinstance(row, dict) else None
-                return None
             if path.suffix == ".tsv":
                 first = f.readline().rstrip("\r\n")
                 return first.split("\t") if first else None

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .base import CARVE_FRACTION, SPLIT_NAMES, Answer, SpanQuestion, Task, TaskError, carve_validation, check_task
-from .tagging_files import first_jsonl_object, read_lines
+from .files import first_jsonl_object, jsonl_objects
 
 SQUAD_SUFFIXES = (".json", ".jsonl")
 OFFICIAL_FILES = {"train": "train-v1.1.json", "dev": "dev-v1.1.json"}
@@ -108,18 +108,9 @@ def read_squad_json(path: str | Path) -> list[SpanQuestion]:
 def read_squad_jsonl(path: str | Path) -> list[SpanQuestion]:
     """The questions of a JSONL file, one per line as Hugging Face writes SQuAD."""
     path = Path(path)
-    lines = read_lines(path)
     out = []
-    for n, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
+    for n, row in jsonl_objects(path):
         at = f"{path}:{n}"
-        try:
-            row = json.loads(line)
-        except ValueError as exc:
-            raise TaskError(f"{at}: not valid JSON ({exc})") from None
-        if not isinstance(row, dict):
-            raise TaskError(f"{at}: expected a JSON object, got {type(row).__name__}")
         missing = [k for k in ("context", "question", "answers") if k not in row]
         if missing:
             raise TaskError(f"{at}: missing {missing} (found {sorted(row)})")

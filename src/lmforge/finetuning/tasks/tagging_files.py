@@ -24,13 +24,13 @@ the file and line (``path:17: ...``).
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 from ..metrics.tagging import to_iob2
 from .base import CARVE_FRACTION, SPLIT_NAMES, TaggedSentence, Task, TaskError, carve_validation, check_task
+from .files import first_jsonl_object, jsonl_objects, read_lines
 
 COLUMN_SUFFIXES = (".conll", ".txt")
 TAGGING_SUFFIXES = (*COLUMN_SUFFIXES, ".jsonl")
@@ -39,16 +39,6 @@ SPLIT_STEMS = {"train": ("train",), "validation": ("validation", "valid", "dev")
 ORIGINAL_NAMES = {"train": "eng.train", "validation": "eng.testa", "test": "eng.testb"}
 DOCSTART = "-DOCSTART-"
 _TAG = re.compile(r"O|[BI]-\S+")
-
-
-def read_lines(path: Path) -> list[str]:
-    """A UTF-8 text file's lines (split at ``\\n`` only, so numbered as an editor numbers them;
-    a byte-order mark and ``\\r`` line ends dropped)."""
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TaskError(f"{path}: unreadable: {exc}") from None
-    return [line.removesuffix("\r") for line in text.split("\n")]
 
 
 def _bad_tag(tag: Any) -> bool:
@@ -99,18 +89,9 @@ def read_tagged_jsonl(path: str | Path) -> list[TaggedSentence]:
     """The sentences of a JSONL file, one ``{"tokens": [...], "tags": [...]}`` (or ``ner_tags``
     as names) per line; each sentence's id is ``path:line``."""
     path = Path(path)
-    lines = read_lines(path)
     sentences = []
-    for n, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
+    for n, row in jsonl_objects(path):
         at = f"{path}:{n}"
-        try:
-            row = json.loads(line)
-        except ValueError as exc:
-            raise TaskError(f"{at}: not valid JSON ({exc})") from None
-        if not isinstance(row, dict):
-            raise TaskError(f"{at}: expected a JSON object, got {type(row).__name__}")
         key = "tags" if "tags" in row else "ner_tags"
         if "tokens" not in row or key not in row:
             raise TaskError(f"{at}: expected 'tokens' and 'tags' (or 'ner_tags'), found {sorted(row)}")
@@ -139,19 +120,6 @@ def read_tagged(path: str | Path) -> list[TaggedSentence]:
     """A tagging file of either kind, by its suffix (``.jsonl``: JSON lines, else columns)."""
     path = Path(path)
     return read_tagged_jsonl(path) if path.suffix == ".jsonl" else read_conll(path)
-
-
-def first_jsonl_object(path: Path) -> dict[str, Any] | None:
-    """The first line's object of a JSONL file, or None (unreadable, not JSON, not an object)."""
-    try:
-        with path.open(encoding="utf-8-sig") as f:
-            for line in f:
-                if line.strip():
-                    row = json.loads(line)
-                    return row if isinstance(row, dict) else None
-    except (OSError, UnicodeDecodeError, ValueError):
-        return None
-    return None
 
 
 def _split_file(directory: Path, split: str) -> Path | None:
