@@ -106,3 +106,19 @@ def test_quiet_keeps_the_results_and_the_errors_only(tmp_path, monkeypatch):
     assert timeless(quiet.stdout) == timeless(loud.stdout).replace("/a", "/b")  # the same results
     bad = runner.invoke(main, ["clean", "-i", str(tmp_path / "missing.jsonl"), "-o", str(tmp_path / "c"), "-q"])
     assert bad.exit_code == 1 and bad.stderr.startswith("error: ") and len(bad.stderr.splitlines()) == 1
+
+
+def test_finetune_refuses_an_architecture_named_for_a_family_it_does_not_take(tmp_path, monkeypatch):
+    """bert named for a generation task is one error; from the defaults the pair is skipped with a line."""
+    from lmforge import cli
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "params.yaml").write_text("train:\n  architectures: [bert, t5]\n", encoding="utf-8")
+    res = CliRunner().invoke(main, ["finetune", "bert", "--task", "docstring_summary"])
+    assert res.exit_code == 2
+    assert "bert does not fine-tune on docstring_summary, a generation task" in res.output
+    ran: list = []
+    monkeypatch.setattr(cli, "_run_stages", lambda params, select=None: ran.append(params.train.architectures))
+    res = CliRunner().invoke(main, ["finetune", "--task", "docstring_summary"])
+    assert res.exit_code == 0 and ran == [["bert", "t5"]]  # the graph leaves bert's stage out
+    assert "finetune: skipped: bert does not fine-tune on docstring_summary" in res.output

@@ -202,6 +202,24 @@ def pretrain(architectures, params_path, overrides, restart) -> None:
     _run_stages(_narrowed(params, train={"architectures": archs}), lambda s: s.kind == "pretrain")
 
 
+def _check_families(archs: list[str], tasks: list[str], *, named: bool) -> None:
+    """An architecture named on the command line for a task of a family it does not take is an
+    error; from the defaults, the pair is skipped with a line saying so."""
+    from .finetuning.generation_features import WRITERS, fits_family
+    from .finetuning.tasks.load import task_family
+
+    for task in tasks:
+        family = task_family(task)
+        for arch in archs:
+            if fits_family(arch, family):
+                continue
+            message = f"{arch} does not fine-tune on {task}, a {family} task (the architectures that write: " \
+                      f"{', '.join(WRITERS)})"
+            if named:
+                _fail(message)
+            _log(f"finetune: skipped: {message}")
+
+
 @main.command()
 @click.argument("architectures", nargs=-1, type=_ARCH)
 @click.option("--task", "tasks", multiple=True, help="A corpus task (docstring_kind, the default; docstring_package, docstring_signature, docstring_params, docstring_qa, docstring_summary), a folder of train/validation/test files (CSV/TSV/JSONL with GLUE's columns or GLUE's own files, classification or regression; CoNLL or JSONL tagging; SQuAD JSON/JSONL; generation JSONL/CSV/TSV), or hf:NAME[/CONFIG].")
@@ -212,9 +230,10 @@ def pretrain(architectures, params_path, overrides, restart) -> None:
 def finetune(architectures, tasks, params_path, overrides, from_scratch, restart) -> None:
     """Fine-tune pretrained architectures on downstream tasks (default: finetune.tasks).
 
-    Classification heads for the encoders, GPT, Transformer-XL, XLNet and ELMo; text-to-text
-    for T5, BART and Switch. Writes <train.output>/<arch>/<task>/ (model, history, metrics);
-    with --from-scratch, <train.output>/<arch>/<task>-scratch/.
+    Each task's family picks the head: classification (text to text for T5, BART and Switch),
+    regression, tagging and span QA heads for every architecture; generation for BART, T5,
+    Switch and GPT. Writes <train.output>/<arch>/<task>/ (model, history, metrics); with
+    --from-scratch, <train.output>/<arch>/<task>-scratch/.
 
     \b
     Example: lmforge finetune bert --task docstring_kind --from-scratch
@@ -222,6 +241,7 @@ def finetune(architectures, tasks, params_path, overrides, from_scratch, restart
     params = _params(params_path, list(overrides) + (["train.restart=true"] if restart else []))
     archs = list(architectures) or list(params.train.architectures)
     tasks = list(tasks) or list(params.finetune.tasks)
+    _check_families(archs, tasks, named=bool(architectures))
     init = "scratch" if from_scratch else "pretrained"
     _run_stages(_narrowed(params, train={"architectures": archs}, finetune={"tasks": tasks, "scratch_control": from_scratch}),
                 lambda s: s.kind == "finetune" and s.key["init"] == init)

@@ -1,7 +1,9 @@
 """The headline of a fine-tuned result, by task family: the one number a task is judged on, and
 the baselines it must beat on that number.
 
-- classification: test accuracy, against the majority class and the bag-of-words classifier;
+- classification: the task's own metric (``result["metric"]``: accuracy, or GLUE's: the Matthews
+  correlation for CoLA, the positive label's F1 for MRPC and QQP), against the majority class and
+  the bag-of-words classifier;
 - regression: test Pearson correlation, against the training mean (0 by definition) and the
   bag-of-words ridge regression;
 - tagging: test entity F1 (seqeval's), against each word's most frequent training tag;
@@ -18,14 +20,16 @@ from __future__ import annotations
 
 from typing import Any
 
-# family -> (the metric, {baseline name: the baseline's metric})
+# family -> (the metric, {baseline name: the baseline's metric}); "": the result's own metric
+# (``result["metric"]``, else the family's default)
 HEADLINES: dict[str, tuple[str, dict[str, str]]] = {
-    "classification": ("accuracy", {"majority": "accuracy", "bag_of_words": "accuracy"}),
+    "classification": ("", {"majority": "", "bag_of_words": ""}),
     "regression": ("pearson", {"mean": "pearson", "bag_of_words": "pearson"}),
     "tagging": ("f1", {"most_frequent_tag": "f1"}),
     "span_qa": ("f1", {"sliding_window": "f1"}),
-    "generation": ("", {"lead_sentence": "", "copy_input": ""}),  # "": the result's own metric
+    "generation": ("", {"lead_sentence": "", "copy_input": ""}),
 }
+DEFAULT_METRICS = {"classification": "accuracy", "generation": "rougeL"}
 
 
 def family_of(result: dict[str, Any]) -> str:
@@ -33,7 +37,8 @@ def family_of(result: dict[str, Any]) -> str:
 
 
 def headline_metric(result: dict[str, Any]) -> str:
-    return HEADLINES[family_of(result)][0] or result.get("metric") or "rougeL"
+    family = family_of(result)
+    return HEADLINES[family][0] or result.get("metric") or DEFAULT_METRICS[family]
 
 
 def headline(result: dict[str, Any] | None, split: str = "test") -> float | None:

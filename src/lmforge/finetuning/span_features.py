@@ -2,10 +2,10 @@
 in overlapping windows (doc stride), the answer as the start and end positions of its tokens,
 and the model's scores read back to a character span of the context.
 
-- The question comes first, cut to 64 tokens and to half of ``max_length``; the context fills the rest of
-  ``max_length`` in windows of ``window`` tokens, each starting ``stride`` tokens after the last
-  (so consecutive windows share ``window - stride`` tokens, as BERT's doc stride does), the last
-  window ending at the context's end.
+- The question comes first, cut to 64 tokens and to half of ``max_length``; the context fills the
+  room left in ``max_length`` in windows of that many tokens, each starting ``stride_fraction``
+  (0.75) of a window after the last (so consecutive windows share a quarter of their tokens, as
+  BERT's doc stride does), the last window ending at the context's end.
 - Training keeps the windows that hold the whole first answer (``labels``: its first and last
   token's positions); evaluation scores every window of a question.
 - Each context token keeps its character span (the tokenizer's offsets; ELMo: its char

@@ -58,8 +58,9 @@ def pretrained_samples(params: Params, arch: str) -> list[dict[str, str]]:
 
 
 def transfer_gain(finetuned: dict[str, Any]) -> float | None:
-    """The pretrained model's test headline (accuracy; a tagging task's entity F1:
-    ``finetuning.headline``) minus its from-scratch control's, when both exist."""
+    """The pretrained model's test headline (the task family's metric, ``finetuning.headline``:
+    accuracy or GLUE's metric, Pearson, entity F1, SQuAD F1, ROUGE-L / BLEU / exact match) minus
+    its from-scratch control's, when both exist."""
     ours = headline(finetuned)
     scratch = finetuned.get("scratch")
     control = headline({**scratch, "family": family_of(finetuned), "metric": finetuned.get("metric")}) if scratch else None

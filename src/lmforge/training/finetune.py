@@ -1,16 +1,27 @@
 """``lmforge finetune <arch> --task <task>``: fine-tune a pretrained model on a downstream task.
 
-Starts from ``<train.output>/<arch>/pretrain/model`` (safetensors; never unpickled). Encoder
-models, GPT, Transformer-XL, XLNet and ELMo get their sequence-classification head (the input
-layouts of ``finetuning/features.py``: GPT-1's start/delimiter/extract transformation, XLNet's
-trailing ``<cls>``, ELMo's frozen biLM with a learned scalar mix); T5, BART and Switch are
-fine-tuned text to text (the label word is the target) and evaluated by scoring each label's
-target sequence (rank classification: the label the model finds most likely wins).
+Starts from ``<train.output>/<arch>/pretrain/model`` (safetensors; never unpickled). The task's
+family (``finetuning.tasks.FAMILIES``) decides the head:
+
+- classification: encoder models, GPT, Transformer-XL, XLNet and ELMo get their
+  sequence-classification head (the input layouts of ``finetuning/features.py``: GPT-1's
+  start/delimiter/extract transformation, XLNet's trailing ``<cls>``, ELMo's frozen biLM with a
+  learned scalar mix); T5, BART and Switch are fine-tuned text to text (the label word is the
+  target) and evaluated by scoring each label's target sequence (rank classification);
+- regression: every architecture's sequence head with one output (mean squared error);
+- tagging and span QA: every architecture's tagging or span head
+  (``models/token_classification.py``; ``finetune_tagging.py``, ``finetune_spans.py``);
+- generation: BART, T5 and Switch sequence to sequence, GPT as a conditional LM
+  (``finetune_generation.py``).
+
+Model selection is on the recipe's ``finetune.metric`` for classification, on the family's own
+metric otherwise (``load_task``'s ``task.info["metric"]``); the baselines are the family's
+(``finetuning.headline``).
 
 Writes ``<train.output>/<arch>/<task>/``: ``model/``, ``history.csv``, ``loss.png``,
-``metrics.json`` (validation and test accuracy / macro-F1 with the majority-class and
-bag-of-words baselines of the same split, and the test split's confusion matrix, drawn as
-``confusion.png``), trained in an attempt folder beside it that holds
+``metrics.json`` (validation and test scores with the family's baselines on the same split; a
+classification task's test confusion matrix too, drawn as ``confusion.png``), trained in an
+attempt folder beside it that holds
 the checkpoints and replaces the output only when complete (``run.Attempt``). Registered as
 ``lmforge-<arch>-<task>`` (alias ``candidate``); ``lmforge evaluate`` decides whether it becomes
 ``champion``.

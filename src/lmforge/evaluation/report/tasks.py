@@ -1,6 +1,7 @@
 """The report's downstream tables: one per fine-tuning task, grouped by task family, each on
-the family's own headline metric (``finetuning.headline``: accuracy for classification,
-Pearson's correlation for regression, entity F1 for tagging, SQuAD's F1 for span QA) beside the family's baselines and the from-scratch control."""
+the family's own headline metric (``finetuning.headline``: accuracy or GLUE's metric for
+classification, Pearson's correlation for regression, entity F1 for tagging, SQuAD's F1 for span
+QA, ROUGE-L / BLEU / exact match for generation) beside the family's baselines and the from-scratch control."""
 
 from __future__ import annotations
 
@@ -58,11 +59,12 @@ def task_tables_markdown(evaluations: list[dict]) -> str:
     order = list(HEADLINES)
     frames.sort(key=lambda tf: order.index(tf[1]["family"].iloc[0]) if tf[1]["family"].iloc[0] in order else len(order))
     parts = ["", "## Downstream tasks", "",
-             "Each task on its family's metric (classification: test accuracy; regression: test Pearson correlation; "
-             "tagging: test entity F1, seqeval's; span QA: SQuAD's token F1), beside the family's baselines (majority "
-             "class and bag of words; the training mean and a bag-of-words ridge regression; each word's most frequent "
-             "training tag; the sliding window of most question words) and the same architecture fine-tuned from "
-             "scratch.", ""]
+             "Each task on its family's metric on the test split (classification: accuracy, or GLUE's metric; "
+             "regression: Pearson correlation; tagging: entity F1, seqeval's; span QA: SQuAD's token F1; generation: "
+             "ROUGE-L, BLEU or exact match by kind), beside the family's baselines (majority class and bag of words; "
+             "the training mean and a bag-of-words ridge regression; each word's most frequent training tag; the "
+             "sliding window of most question words; the lead sentence and the copied input) and the same "
+             "architecture fine-tuned from scratch.", ""]
     for task, frame in frames:
         family, metric = frame["family"].iloc[0], frame["metric"].iloc[0]
         columns = [c for c in frame.columns if c not in ("family", "metric")]
