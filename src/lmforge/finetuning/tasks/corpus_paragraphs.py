@@ -1,6 +1,7 @@
 """The paragraphs of the clean corpus, read for the tasks built from it (``docstring_kind``,
-``docstring_package``): the corpus's documents in a stable order, a document's paragraphs, and
-the checks those tasks share."""
+``docstring_package``, ``docstring_signature``, ``docstring_qa``, ...): the corpus's documents in a
+stable order, a document's paragraphs, and the checks those tasks share (of the options, the
+splits, the signature metadata)."""
 
 from __future__ import annotations
 
@@ -59,6 +60,33 @@ def check_paragraph_options(task_name: str, min_words: int, max_chars: int) -> N
         raise TaskError(f"{task_name}: min_words must be at least 1, got {min_words}")
     if max_chars < 16:
         raise TaskError(f"{task_name}: max_chars must be at least 16, got {max_chars}")
+
+
+def metadata_signature(meta: dict, doc_id: str, directory, *, closed: bool = False) -> str | None:
+    """A function document's ``signature`` metadata (``stdlib.signature``'s text), None when it has
+    none (the corpus was cleaned before it was recorded); one that is not such a text (not a string
+    with ``(``; with ``closed``, also not ending in ``)``) is a TaskError naming the document."""
+    sig = meta.get("signature")
+    if sig is None:
+        return None
+    if not isinstance(sig, str) or "(" not in sig or (closed and not sig.endswith(")")):
+        raise TaskError(f"{directory}: document {doc_id!r}: metadata signature is {sig!r}, expected a "
+                        "signature such as 'name(a, b=...)'")
+    return sig
+
+
+def metadata_method_signatures(meta: dict, doc_id: str, directory) -> dict[str, list[str]] | None:
+    """A class document's ``method_signatures`` metadata (a method docstring line's key to the
+    signatures of the methods whose docstrings hold the line), None when it has none; one that is
+    not such a mapping is a TaskError naming the document."""
+    methods = meta.get("method_signatures")
+    if methods is None:
+        return None
+    if not isinstance(methods, dict) or not all(isinstance(v, list) and all(isinstance(s, str) and "(" in s for s in v)
+                                                for v in methods.values()):
+        raise TaskError(f"{directory}: document {doc_id!r}: metadata method_signatures is not a mapping of line keys "
+                        "to lists of signatures")
+    return methods
 
 
 def check_splits(task_name: str, splits: dict, doc_counts: Counter, min_words: int, directory) -> None:

@@ -46,7 +46,7 @@ import re
 from collections import Counter
 
 from .base import SPLIT_NAMES, Answer, SpanQuestion, Task, TaskError
-from .corpus_paragraphs import check_paragraph_options, corpus_documents
+from .corpus_paragraphs import check_paragraph_options, corpus_documents, metadata_method_signatures, metadata_signature
 
 QA_TASK = "docstring_qa"
 BLANK = "___"
@@ -92,20 +92,13 @@ def _contexts_of(doc_id: str, text: str, meta: dict, directory) -> list[tuple[st
 
     lines = text.split("\n")
     if meta.get("docstring_of") == "function":
-        sig = meta.get("signature")
+        sig = metadata_signature(meta, doc_id, directory, closed=True)  # blank_parameter needs its ``)``
         if sig is None:
             return None
-        if not isinstance(sig, str) or "(" not in sig or not sig.endswith(")"):
-            raise TaskError(f"{directory}: document {doc_id!r}: metadata signature is {sig!r}, expected a "
-                            "signature such as 'name(a, b=...)'")
         return [(sig, lines)]
-    methods = meta.get("method_signatures")
+    methods = metadata_method_signatures(meta, doc_id, directory)
     if methods is None:
         return None
-    if not isinstance(methods, dict) or not all(isinstance(v, list) and all(isinstance(s, str) and "(" in s for s in v)
-                                                for v in methods.values()):
-        raise TaskError(f"{directory}: document {doc_id!r}: metadata method_signatures is not a mapping of line keys "
-                        "to lists of signatures")
     own = set(meta.get("own_lines") or ())
     cls = doc_id.rsplit(":", 1)[-1]
     by_signature: dict[str, list[str]] = {}

@@ -42,7 +42,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from .base import SPLIT_NAMES, Example, Task, TaskError
-from .corpus_paragraphs import check_paragraph_options, check_splits, corpus_documents, paragraphs
+from .corpus_paragraphs import (check_paragraph_options, check_splits, corpus_documents, metadata_method_signatures,
+                                metadata_signature, paragraphs)
 
 SIGNATURE_TASK = "docstring_signature"
 SIGNATURE_LABELS = ["no", "yes"]
@@ -81,20 +82,13 @@ def _signatures_of(doc_id: str, text: str, meta: dict, min_words: int, max_chars
 
     module = _module_of(doc_id, meta)
     if meta.get("docstring_of") == "function":
-        sig = meta.get("signature")
+        sig = metadata_signature(meta, doc_id, directory)
         if sig is None:
             return None
-        if not isinstance(sig, str) or "(" not in sig:
-            raise TaskError(f"{directory}: document {doc_id!r}: metadata signature is {sig!r}, expected a "
-                            "signature such as 'name(a, b=...)'")
         return [_Signature(sig, doc_id, module, None, paragraphs(text, min_words, max_chars))]
-    methods = meta.get("method_signatures")
+    methods = metadata_method_signatures(meta, doc_id, directory)
     if methods is None:
         return None
-    if not isinstance(methods, dict) or not all(isinstance(v, list) and all(isinstance(s, str) and "(" in s for s in v)
-                                                for v in methods.values()):
-        raise TaskError(f"{directory}: document {doc_id!r}: metadata method_signatures is not a mapping of line keys "
-                        "to lists of signatures")
     own = set(meta.get("own_lines") or ())
     cls = doc_id.rsplit(":", 1)[-1]
     lines = text.split("\n")
