@@ -58,7 +58,7 @@ from ..finetuning import baselines, features
 from ..finetuning.tasks import load_task
 from ..models.generation import candidate_scores
 from ..finetuning.features import FeatureError
-from ..finetuning.generation_features import SEQ2SEQ, check_writer, encode_pairs
+from ..finetuning.generation_features import check_writer, encode_pairs
 from ..finetuning.span_features import encode_questions
 from ..finetuning.tagging_features import encode_tagged
 from ..models.registry import ARCHITECTURES, CLASSIFIER_HEADS, build_model, preset_config
@@ -369,7 +369,7 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
         scorers = {split: regression_scorer(encoded[split], data.collate) for split in ("validation", "test")}
     elif writing:
         scorers = {split: generation_scorer(arch, prompts[split], task.splits[split], data.collate, tok_dir, kind,
-                                            num_beams=TEST_BEAMS if split == "test" and arch in SEQ2SEQ else 1,
+                                            num_beams=TEST_BEAMS if split == "test" else 1,
                                             samples=5 if split == "test" else 0)
                    for split in ("validation", "test")}
     elif spans:

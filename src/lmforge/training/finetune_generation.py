@@ -1,9 +1,9 @@
 """Fine-tuning on a generation task: the model's written outputs scored against the references.
 
-BART, T5 and Switch decode from their decoder start with ``models.generation.generate``: greedy
-search for the validation passes, beam search (``TEST_BEAMS`` beams) for the final test score,
-as their papers decode. GPT continues each prompt greedily, one example at a time, its window
-the last ``n_positions`` tokens. Outputs end at ``</s>`` or after ``MAX_NEW_TOKENS``. The scores
+Greedy search for the validation passes, beam search (``TEST_BEAMS`` beams) for the final test
+score. BART, T5 and Switch decode from their decoder start with ``models.generation.generate``;
+GPT continues each prompt one example at a time, its window the last ``n_positions`` tokens
+(beam search through ``inference.generate.PromptAsMemory``, the prompt as the "encoder output"). Outputs end at ``</s>`` or after ``MAX_NEW_TOKENS``. The scores
 are ``finetuning/metrics/generation.py``'s for the task's kind (ROUGE for summaries, BLEU and
 chrF for translation, exact match always).
 """
@@ -48,6 +48,9 @@ def write(model: torch.nn.Module, arch: str, prompts: list[dict[str, np.ndarray]
         eos = decode_eos(arch, tokenizer_dir)
         for p in prompts:
             ids = torch.as_tensor(p["input_ids"], device=device)[None]
+            if num_beams > 1:
+                out.append(decode(arch, tokenizer_dir, _gpt_beam(model, ids, num_beams, eos)))
+                continue
             written: list[int] = []
             for _ in range(MAX_NEW_TOKENS):
                 token = int(model(input_ids=ids[:, -window:]).logits[0, -1].argmax())
@@ -59,6 +62,16 @@ def write(model: torch.nn.Module, arch: str, prompts: list[dict[str, np.ndarray]
     finally:
         model.train(was_training)
     return out
+
+
+def _gpt_beam(model: torch.nn.Module, ids: torch.Tensor, num_beams: int, eos: int) -> list[int]:
+    from ..inference.generate import PromptAsMemory
+    from ..models.generation import beam_search
+
+    prompt = ids[:, -model.config.n_positions:]
+    out = beam_search(PromptAsMemory("gpt", model), prompt, None, MAX_NEW_TOKENS, num_beams,
+                      decoder_start_token_id=int(prompt[0, -1]), eos_token_id=eos, pad_token_id=eos)
+    return out[0, 1:].tolist()  # after the prompt's last token (decode stops at the first </s>)
 
 
 def decode_eos(arch: str, tokenizer_dir: str | Path) -> int:
