@@ -1,6 +1,6 @@
-"""Reading the files of a folder task, shared by the readers of each family (``tagging_files``,
-``squad``, ``generation_files``): a text file's lines, a JSONL file's objects. Errors are
-``TaskError``s naming the file and line (``path:17: ...``)."""
+"""Finding and reading the files of a folder task, shared by the readers of each family
+(``tagging_files``, ``squad``, ``generation_files``): a split's one file, a text file's lines, a
+JSONL file's objects. Errors are ``TaskError``s naming the file and line (``path:17: ...``)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,18 @@ from pathlib import Path
 from typing import Any
 
 from .base import TaskError
+
+# the file names of each split (without suffix), tried in this order
+SPLIT_STEMS = {"train": ("train",), "validation": ("validation", "valid", "dev"), "test": ("test",)}
+
+
+def one_file(directory: Path, split: str, candidates) -> Path | None:
+    """The one of ``candidates`` (paths in ``directory``) that is a file, None when none is; more
+    than one is a TaskError naming them (which is the ``split`` file is ambiguous)."""
+    found = [p for p in candidates if p.is_file()]
+    if len(found) > 1:
+        raise TaskError(f"{directory}: more than one {split} file ({', '.join(p.name for p in found)}); keep one")
+    return found[0] if found else None
 
 
 def read_lines(path: Path) -> list[str]:

@@ -43,10 +43,9 @@ from pathlib import Path
 from typing import Any
 
 from .base import CARVE_FRACTION, SPLIT_NAMES, Task, TaskError, TextPair, carve_validation, check_task
-from .files import first_jsonl_object, jsonl_objects
+from .files import SPLIT_STEMS, first_jsonl_object, jsonl_objects, one_file
 
 GENERATION_SUFFIXES = (".jsonl", ".csv", ".tsv")
-SPLIT_STEMS = {"train": ("train",), "validation": ("validation", "valid", "dev"), "test": ("test",)}
 # (source column, target column, kind), tried in this order
 GENERATION_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("article", "highlights", "summarization"),
@@ -130,11 +129,8 @@ def generation_columns(columns, where: str = "") -> tuple[str, str, str] | None:
 
 
 def _split_file(directory: Path, split: str) -> Path | None:
-    found = [directory / f"{stem}{s}" for stem in SPLIT_STEMS[split] for s in GENERATION_SUFFIXES]
-    found = [p for p in found if p.is_file()]
-    if len(found) > 1:
-        raise TaskError(f"{directory}: more than one {split} file ({', '.join(p.name for p in found)}); keep one")
-    return found[0] if found else None
+    candidates = [directory / f"{stem}{s}" for stem in SPLIT_STEMS[split] for s in GENERATION_SUFFIXES]
+    return one_file(directory, split, candidates)
 
 
 def is_generation_folder(directory: str | Path) -> bool:

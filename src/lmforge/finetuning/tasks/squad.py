@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .base import CARVE_FRACTION, SPLIT_NAMES, Answer, SpanQuestion, Task, TaskError, carve_validation, check_task
-from .files import first_jsonl_object, jsonl_objects
+from .files import first_jsonl_object, jsonl_objects, one_file
 
 SQUAD_SUFFIXES = (".json", ".jsonl")
 OFFICIAL_FILES = {"train": "train-v1.1.json", "dev": "dev-v1.1.json"}
@@ -142,13 +142,9 @@ def read_squad(path: str | Path) -> list[SpanQuestion]:
 
 
 def _split_file(directory: Path, stem: str) -> Path | None:
-    found = [directory / f"{stem}{s}" for s in SQUAD_SUFFIXES if (directory / f"{stem}{s}").is_file()]
     official = OFFICIAL_FILES.get(stem)
-    if official and (directory / official).is_file():
-        found.append(directory / official)
-    if len(found) > 1:
-        raise TaskError(f"{directory}: more than one {stem} file ({', '.join(p.name for p in found)}); keep one")
-    return found[0] if found else None
+    candidates = [directory / f"{stem}{s}" for s in SQUAD_SUFFIXES] + ([directory / official] if official else [])
+    return one_file(directory, stem, candidates)
 
 
 def is_squad_folder(directory: str | Path) -> bool:

@@ -30,12 +30,11 @@ from typing import Any
 
 from ..metrics.tagging import to_iob2
 from .base import CARVE_FRACTION, SPLIT_NAMES, TaggedSentence, Task, TaskError, carve_validation, check_task
-from .files import first_jsonl_object, jsonl_objects, read_lines
+from .files import SPLIT_STEMS, first_jsonl_object, jsonl_objects, one_file, read_lines
 
 COLUMN_SUFFIXES = (".conll", ".txt")
 TAGGING_SUFFIXES = (*COLUMN_SUFFIXES, ".jsonl")
-# the file names of each split (without suffix), tried in this order; CoNLL-2003's original names
-SPLIT_STEMS = {"train": ("train",), "validation": ("validation", "valid", "dev"), "test": ("test",)}
+# CoNLL-2003's original names of the splits (tried after SPLIT_STEMS with each suffix)
 ORIGINAL_NAMES = {"train": "eng.train", "validation": "eng.testa", "test": "eng.testb"}
 DOCSTART = "-DOCSTART-"
 _TAG = re.compile(r"O|[BI]-\S+")
@@ -123,12 +122,8 @@ def read_tagged(path: str | Path) -> list[TaggedSentence]:
 
 
 def _split_file(directory: Path, split: str) -> Path | None:
-    found = [directory / f"{stem}{suffix}" for stem in SPLIT_STEMS[split] for suffix in TAGGING_SUFFIXES]
-    found.append(directory / ORIGINAL_NAMES[split])
-    found = [p for p in found if p.is_file()]
-    if len(found) > 1:
-        raise TaskError(f"{directory}: more than one {split} file ({', '.join(p.name for p in found)}); keep one")
-    return found[0] if found else None
+    candidates = [directory / f"{stem}{suffix}" for stem in SPLIT_STEMS[split] for suffix in TAGGING_SUFFIXES]
+    return one_file(directory, split, [*candidates, directory / ORIGINAL_NAMES[split]])
 
 
 def is_tagging_folder(directory: str | Path) -> bool:
