@@ -10,9 +10,10 @@ family (``finetuning.tasks.FAMILIES``) decides the head:
   target) and evaluated by scoring each label's target sequence (rank classification);
 - regression: every architecture's sequence head with one output (mean squared error);
 - tagging and span QA: every architecture's tagging or span head
-  (``models/token_classification.py``; ``finetune_tagging.py``, ``finetune_spans.py``);
-- generation: BART, T5 and Switch sequence to sequence, GPT as a conditional LM
-  (``finetune_generation.py``).
+  (``models/token_classification.py``);
+- generation: BART, T5 and Switch sequence to sequence, GPT as a conditional LM.
+
+The other families' inputs, scorers, baselines and log line are ``finetune_families.py``'s.
 
 Model selection is on the recipe's ``finetune.metric`` for classification, on the family's own
 metric otherwise (``load_task``'s ``task.info["metric"]``); the baselines are the family's
@@ -57,20 +58,14 @@ from ..config import ConfigError, Params
 from ..finetuning import baselines, features
 from ..finetuning.tasks import load_task
 from ..models.generation import candidate_scores
-from ..finetuning.features import FeatureError
-from ..finetuning.generation_features import check_writer, encode_pairs
-from ..finetuning.span_features import encode_questions
-from ..finetuning.tagging_features import encode_tagged
 from ..models.registry import ARCHITECTURES, CLASSIFIER_HEADS, build_model, preset_config
 from ..objectives.base import IGNORE_INDEX, Vocab
 from ..tokenizer_kinds import ARCHITECTURE_TOKENIZER
 from . import param_groups
 from .data import ObjectiveDataModule
 from .finetune_callbacks import BestOnValidation, prediction_scores, validation_scores
-from .finetune_generation import TEST_BEAMS, generation_scorer
-from .finetune_regression import regression_scorer
-from .finetune_spans import span_scorer
-from .finetune_tagging import tagging_scorer
+from .finetune_families import (check_family, encode_family, family_baselines, family_scorer, family_summary,
+                                selection_metric)
 from .module import LMForgeModule, balanced_class_weights
 from .progress import TrainingProgress
 from .pretrain import draw_run_charts, tokenizer_overrides, tracking_factory
@@ -93,22 +88,6 @@ class ExampleList:
 
     def example(self, index: int, rng=None) -> dict[str, np.ndarray]:
         return self.examples[index]
-
-
-def family_baselines(task, seed: int) -> dict[str, dict]:
-    """The baselines of a task that is not classification, by family (``finetuning.headline``)."""
-    if task.family == "tagging":
-        return {"most_frequent_tag": baselines.most_frequent_tag_baseline(task)}
-    if task.family == "regression":
-        return {"mean": baselines.mean_baseline(task),
-                "bag_of_words": baselines.bag_of_words_regression_baseline(task, seed=seed)}
-    if task.family == "generation":
-        from ..finetuning.generation_baselines import copy_input_baseline, lead_sentence_baseline
-
-        return {"lead_sentence": lead_sentence_baseline(task), "copy_input": copy_input_baseline(task)}
-    from ..finetuning.span_baselines import sliding_window_baseline
-
-    return {"sliding_window": sliding_window_baseline(task)}
 
 
 def model_spec(pretrained_dir: Path, recipe: Recipe, size: SizeRecipe, tok_dir: Path) -> tuple[str, dict, str]:
@@ -252,25 +231,13 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
     family = task.family
     if family not in FINETUNED_FAMILIES:
         raise ConfigError(f"{task.name} is a {family} task; fine-tuning takes {', '.join(FINETUNED_FAMILIES)} tasks")
-    tagging, regression, spans = family == "tagging", family == "regression", family == "span_qa"
-    writing = family == "generation"
-    if writing:
-        try:
-            check_writer(arch)
-        except FeatureError as exc:
-            raise ConfigError(f"{task.name}: {exc}") from None
-    # a tagging task gets every architecture's tagging head, a span-QA task its span head, a
-    # regression task its one-output sequence head (mean squared error; text-to-text architectures too)
-    mode = family if family != "classification" else ft.mode
+    classifying = family == "classification"
+    if not classifying:  # the other families' own head, inputs and scores (finetune_families.py)
+        check_family(task, arch, ft.augment is not None, recipe_path(params, arch))
+    mode = ft.mode if classifying else family
     # model selection: the recipe's metric on classification, the family's own otherwise
-    # (entity F1; Pearson's correlation)
-    select = task.info.get("metric", "pearson" if regression else "rougeL" if writing else "f1") \
-        if family != "classification" else ft.metric
-    model_mode = "text_to_text" if writing else mode  # a writer keeps its pretraining head (seq2seq, GPT's LM)
-    if family != "classification" and ft.augment is not None:
-        raise ConfigError(f"{recipe_path(params, arch)}: finetune.augment makes classification examples; "
-                          f"{task.name} is a {family} task")
-    if family == "classification" and ft.metric == "f1" and len(task.label_names) != 2:
+    select = ft.metric if classifying else selection_metric(task)
+    if classifying and ft.metric == "f1" and len(task.label_names) != 2:
         raise ConfigError(f"{recipe_path(params, arch)}: finetune.metric f1 is the positive label's, for two-label "
                           f"tasks; {task.name} has {len(task.label_names)} labels (use macro_f1)")
     augmenter = None
@@ -300,39 +267,17 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
         made = augment(task.splits["train"], load(augmenter), ft.augment.copies, ft.augment.rate, seed=params.train.seed)
         log(f"finetune {arch} on {task.name}: {len(made)} augmented training examples from {ft.augment.model}'s masked LM")
         trained_on = dataclasses.replace(task, splits={**task.splits, "train": [*task.splits["train"], *made]})
-    tagged_words: dict[str, list[list[int]]] = {}
-    windows: dict[str, tuple] = {}  # span QA: each split's (windows, context token spans)
-    prompts: dict[str, list] = {}  # generation: each evaluated split's inputs without the target
-    if writing:
-        encoded, kind = {}, task.info.get("generation_kind", "text")
-        for split in ("train", "validation", "test"):
-            encoded[split] = encode_pairs(task.splits[split], arch, tok_dir, params.finetune.max_length,
-                                          prefix=task.prefix)
-            if split != "train":
-                prompts[split] = encode_pairs(task.splits[split], arch, tok_dir, params.finetune.max_length,
-                                              prefix=task.prefix, with_target=False)
-    elif spans:
-        encoded = {}
-        for split in ("train", "validation", "test"):
-            encoded[split], *windows[split] = encode_questions(task.splits[split], arch, tok_dir,
-                                                               params.finetune.max_length, prefix=task.prefix,
-                                                               train=split == "train")
-        if not encoded["train"]:
-            raise ConfigError(f"{task.name}: no training window holds its answer at max_length "
-                              f"{params.finetune.max_length}")
-    elif tagging:
-        encoded = {}
-        for split in ("train", "validation", "test"):
-            encoded[split], tagged_words[split] = encode_tagged(task.splits[split], arch, tok_dir,
-                                                                params.finetune.max_length, label_ids,
-                                                                prefix=task.prefix)
-    else:
+    if classifying:
+        inputs = None
         encoded = {split: features.encode_split(trained_on, split, arch, tok_dir, params.finetune.max_length,
                                                 label_ids, mode=mode)
                    for split in ("train", "validation", "test")}
+        num_labels, model_mode = len(task.label_names), mode
+    else:
+        inputs = encode_family(task, arch, tok_dir, params.finetune.max_length)
+        encoded, num_labels, model_mode = inputs.encoded, inputs.num_labels or 0, inputs.model_mode
     optim = resolve_finetune_budget(size.finetune, len(encoded["train"]), world_size())
     pad = features.pad_id(arch, tok_dir)
-    num_labels = 1 if regression else 2 if spans else len(task.label_names)
     if scratch:
         torch.manual_seed(params.train.seed)
         model, overrides, head = head_model(arch, model_mode, preset, overrides, seq2seq_head, num_labels,
@@ -348,7 +293,7 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
         targets = features.label_token_ids(task, arch, tok_dir)
         candidates = {label_ids[name]: ids for name, ids in targets.items()}
     class_weights = None
-    if ft.class_weights == "balanced" and family == "classification":  # per class; the other families are unweighted
+    if ft.class_weights == "balanced" and classifying:  # per class; the other families are unweighted
         class_weights = balanced_class_weights([int(e["labels"]) for e in encoded["train"]], num_labels)
     module = LMForgeModule(model, optim, class_weights=class_weights, layer_decay=ft.layer_decay)
     data = ObjectiveDataModule(ExampleList(encoded["train"]), ExampleList(encoded["validation"]),
@@ -365,22 +310,11 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
               "global_batch": optim.batch_size * optim.accumulate_grad_batches * world_size()}
     options = {"metric": select, "patience": ft.patience, "class_weights": None if class_weights is None
                else [round(float(w), 6) for w in class_weights], "layer_decay": ft.layer_decay, "frozen": len(frozen)}
-    if regression:
-        scorers = {split: regression_scorer(encoded[split], data.collate) for split in ("validation", "test")}
-    elif writing:
-        scorers = {split: generation_scorer(arch, prompts[split], task.splits[split], data.collate, tok_dir, kind,
-                                            num_beams=TEST_BEAMS if split == "test" else 1,
-                                            samples=5 if split == "test" else 0)
-                   for split in ("validation", "test")}
-    elif spans:
-        scorers = {split: span_scorer(encoded[split], *windows[split], task.splits[split], data.collate)
-                   for split in ("validation", "test")}
-    elif tagging:
-        scorers = {split: tagging_scorer(encoded[split], tagged_words[split], task.splits[split], data.collate,
-                                         task.label_names, per_type=split == "test")
+    if inputs is None:
+        scorers = {split: split_scorer(encoded[split], data.collate, mode, candidates, task.label_names)
                    for split in ("validation", "test")}
     else:
-        scorers = {split: split_scorer(encoded[split], data.collate, mode, candidates, task.label_names)
+        scorers = {split: family_scorer(inputs, task, split, arch, tok_dir, data.collate)
                    for split in ("validation", "test")}
 
     from .. import tracking
@@ -416,7 +350,7 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
 
         results = {"validation": scorers["validation"](model, module.device)}
         confusion = None
-        if family != "classification":
+        if not classifying:
             results["test"] = scorers["test"](model, module.device)
             baseline_scores = family_baselines(task, params.train.seed)
         else:
@@ -467,32 +401,10 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
         atomic_write_json(staged / "metrics.json", metrics)
         attempt.publish(params.train.keep_attempts, log)
     t, own = metrics["test"], metrics["metric"]
-    if writing:
-        b = metrics["baselines"]["lead_sentence"]
-        log(f"finetune {arch} on {task.name} ({init}): best validation {select} {selection.best_value:.3f} at step "
-            f"{selection.best_step} of {trainer.global_step}; test {select} {t[select]:.3f} (lead sentence "
-            f"{b.get(select, float('nan')):.3f}, copy input {metrics['baselines']['copy_input'].get(select, float('nan')):.3f})"
-            f" in {metrics['seconds']:.0f}s")
-        return metrics
-    if spans:
-        b = metrics["baselines"]["sliding_window"]
-        log(f"finetune {arch} on {task.name} ({init}): best validation {select} {selection.best_value:.3f} at step "
-            f"{selection.best_step} of {trainer.global_step}; test exact match {t['exact_match']:.3f}, F1 {t['f1']:.3f} "
-            f"(sliding window: exact match {b['exact_match']:.3f}, F1 {b['f1']:.3f}) in {metrics['seconds']:.0f}s")
-        return metrics
-    if regression:
-        b = metrics["baselines"]["bag_of_words"]
-        log(f"finetune {arch} on {task.name} ({init}): best validation {select} {selection.best_value:.3f} at step "
-            f"{selection.best_step} of {trainer.global_step}; test Pearson {t['pearson']:.3f}, Spearman "
-            f"{t['spearman']:.3f}, MSE {t['mse']:.3f} (bag of words: Pearson {b['pearson']:.3f}, Spearman "
-            f"{b['spearman']:.3f}; the mean: MSE {metrics['baselines']['mean']['mse']:.3f}) in {metrics['seconds']:.0f}s")
-        return metrics
-    if tagging:
-        b = metrics["baselines"]["most_frequent_tag"]
-        log(f"finetune {arch} on {task.name} ({init}): best validation entity {select} {selection.best_value:.3f} at "
-            f"step {selection.best_step} of {trainer.global_step}; test entity F1 {t['f1']:.3f} (precision "
-            f"{t['precision']:.3f}, recall {t['recall']:.3f}), token accuracy {t['token_accuracy']:.3f} (most frequent "
-            f"tag: entity F1 {b['f1']:.3f}) in {metrics['seconds']:.0f}s")
+    if not classifying:
+        log(f"finetune {arch} on {task.name} ({init}): best validation {'entity ' if family == 'tagging' else ''}"
+            f"{select} {selection.best_value:.3f} at step {selection.best_step} of {trainer.global_step}; "
+            f"{family_summary(metrics, select)} in {metrics['seconds']:.0f}s")
         return metrics
     log(f"finetune {arch} on {task.name} ({init}): best validation {ft.metric} {selection.best_value:.3f} at step "
         f"{selection.best_step} of {trainer.global_step}; test "
