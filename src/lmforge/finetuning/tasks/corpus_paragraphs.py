@@ -1,7 +1,7 @@
 """The paragraphs of the clean corpus, read for the tasks built from it (``docstring_kind``,
 ``docstring_package``, ``docstring_signature``, ``docstring_qa``, ...): the corpus's documents in a
 stable order, a document's paragraphs, and the checks those tasks share (of the options, the
-splits, the signature metadata)."""
+splits, the signature metadata, whether the documents have the task's metadata at all)."""
 
 from __future__ import annotations
 
@@ -87,6 +87,19 @@ def metadata_method_signatures(meta: dict, doc_id: str, directory) -> dict[str, 
         raise TaskError(f"{directory}: document {doc_id!r}: metadata method_signatures is not a mapping of line keys "
                         "to lists of signatures")
     return methods
+
+
+def check_metadata_read(task_name: str, read: int, without_metadata: int, directory, what: str) -> None:
+    """Refuse a corpus of which ``read`` function and class docstring documents were read, none, or
+    all ``without_metadata`` the task's metadata (``what`` it holds: "signatures", "parameter
+    names"; a corpus cleaned before it was recorded)."""
+    if not read:
+        raise TaskError(f"{task_name}: no function or class docstring documents (metadata docstring_of) in "
+                        f"{directory}; re-run `lmforge clean` on the stdlib corpus (clean.inputs: [stdlib])")
+    if without_metadata == read:
+        raise TaskError(f"{task_name}: none of the {read} function and class documents in {directory} has {what} "
+                        "in its metadata (the corpus was cleaned before they were recorded); re-run `lmforge clean` "
+                        "on the stdlib corpus (clean.inputs: [stdlib])")
 
 
 def check_splits(task_name: str, splits: dict, doc_counts: Counter, min_words: int, directory) -> None:

@@ -33,7 +33,7 @@ import re
 from collections import Counter
 
 from .base import SPLIT_NAMES, Task, TaggedSentence, TaskError
-from .corpus_paragraphs import check_paragraph_options, check_splits, corpus_documents, paragraphs
+from .corpus_paragraphs import check_metadata_read, check_paragraph_options, check_splits, corpus_documents, paragraphs
 
 PARAMS_TASK = "docstring_params"
 PARAM_TAG = "B-PARAM"
@@ -115,14 +115,7 @@ def docstring_params_task(params, *, min_words: int = 8, max_chars: int = 512) -
         splits[split] += sentences
         sentences_of[kind] += len(sentences)
         tagged_sentences[split] += sum(PARAM_TAG in s.tags for s in sentences)
-    read = sum(kinds.values())
-    if not read:
-        raise TaskError(f"{PARAMS_TASK}: no function or class docstring documents (metadata docstring_of) in "
-                        f"{directory}; re-run `lmforge clean` on the stdlib corpus (clean.inputs: [stdlib])")
-    if without_metadata == read:
-        raise TaskError(f"{PARAMS_TASK}: none of the {read} function and class documents in {directory} has parameter "
-                        f"names in its metadata (the corpus was cleaned before they were recorded); re-run `lmforge clean` "
-                        "on the stdlib corpus (clean.inputs: [stdlib])")
+    check_metadata_read(PARAMS_TASK, sum(kinds.values()), without_metadata, directory, "parameter names")
     check_splits(PARAMS_TASK, splits, doc_counts, min_words, directory)
     return Task(
         name=PARAMS_TASK,

@@ -46,7 +46,8 @@ import re
 from collections import Counter
 
 from .base import SPLIT_NAMES, Answer, SpanQuestion, Task, TaskError
-from .corpus_paragraphs import check_paragraph_options, corpus_documents, metadata_method_signatures, metadata_signature
+from .corpus_paragraphs import (check_metadata_read, check_paragraph_options, corpus_documents,
+                                metadata_method_signatures, metadata_signature)
 
 QA_TASK = "docstring_qa"
 BLANK = "___"
@@ -169,14 +170,7 @@ def docstring_qa_task(params, *, min_words: int = 8, max_chars: int = 512) -> Ta
             context_counts[split] += bool(questions)
             questions_from["function" if kind == "function" else "method"] += len(questions)
         doc_counts[split] += bool(asked)
-    read = sum(kinds.values())
-    if not read:
-        raise TaskError(f"{QA_TASK}: no function or class docstring documents (metadata docstring_of) in "
-                        f"{directory}; re-run `lmforge clean` on the stdlib corpus (clean.inputs: [stdlib])")
-    if without_metadata == read:
-        raise TaskError(f"{QA_TASK}: none of the {read} function and class documents in {directory} has signatures "
-                        "in its metadata (the corpus was cleaned before they were recorded); re-run `lmforge clean` "
-                        "on the stdlib corpus (clean.inputs: [stdlib])")
+    check_metadata_read(QA_TASK, sum(kinds.values()), without_metadata, directory, "signatures")
     for split in SPLIT_NAMES:
         if not splits[split]:
             raise TaskError(f"{QA_TASK}: no questions in the {split} split ({doc_counts[split]} documents of "

@@ -41,9 +41,9 @@ import random
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from .base import SPLIT_NAMES, Example, Task, TaskError
-from .corpus_paragraphs import (check_paragraph_options, check_splits, corpus_documents, metadata_method_signatures,
-                                metadata_signature, paragraphs)
+from .base import SPLIT_NAMES, Example, Task
+from .corpus_paragraphs import (check_metadata_read, check_paragraph_options, check_splits, corpus_documents,
+                                metadata_method_signatures, metadata_signature, paragraphs)
 
 SIGNATURE_TASK = "docstring_signature"
 SIGNATURE_LABELS = ["no", "yes"]
@@ -147,14 +147,7 @@ def docstring_signature_task(params, *, min_words: int = 8, max_chars: int = 512
             split = split_of(doc_id, params.split)
             doc_counts[split] += 1
             signatures[split] += found
-    read = sum(kinds.values())
-    if not read:
-        raise TaskError(f"{SIGNATURE_TASK}: no function or class docstring documents (metadata docstring_of) in "
-                        f"{directory}; re-run `lmforge clean` on the stdlib corpus (clean.inputs: [stdlib])")
-    if without_metadata == read:
-        raise TaskError(f"{SIGNATURE_TASK}: none of the {read} function and class documents in {directory} has "
-                        "signatures in its metadata (the corpus was cleaned before they were recorded); re-run "
-                        "`lmforge clean` on the stdlib corpus (clean.inputs: [stdlib])")
+    check_metadata_read(SIGNATURE_TASK, sum(kinds.values()), without_metadata, directory, "signatures")
     holders: dict[str, set[str]] = defaultdict(set)  # a paragraph -> the signature texts whose docstrings hold it
     for sigs in signatures.values():
         for s in sigs:
