@@ -100,9 +100,11 @@ def test_every_architecture_has_a_tagging_head(corpus, arch):
     assert len(reached) >= 2  # the network under the tagger learns too (ELMo: at least its scalar mix)
 
 
-def test_the_tagging_head_shares_the_sequence_classifiers_parameter_names():
-    seq = build_model("bert-tiny-test", head="classification", num_labels=3)
-    tag = build_model("bert-tiny-test", head="token_classification", num_labels=3)
-    names = set(tag.state_dict())
-    assert set(seq.state_dict()) <= names and names - set(seq.state_dict()) == {"token_classifier.weight",
-                                                                                  "token_classifier.bias"}
+@pytest.mark.parametrize("preset, pooled", [("bert-tiny-test", "classifier"), ("gpt-tiny", "score"),
+                                           ("bart-tiny", "head"), ("xlnet-tiny", "summary"), ("t5-tiny", "classifier")])
+def test_the_tagging_head_is_the_sequence_classifiers_network_without_its_pooled_head(preset, pooled):
+    seq = set(build_model(preset, head="classification", num_labels=3).state_dict())
+    for head in ("token_classification", "span_extraction"):
+        names = set(build_model(preset, head=head, num_labels=2 if head == "span_extraction" else 3).state_dict())
+        assert names - seq == {"token_classifier.weight", "token_classifier.bias"}
+        assert {n.split(".")[0] for n in seq - names} <= {pooled, "logits_proj"}  # only the pooled head is gone

@@ -22,13 +22,16 @@ def batch_for(name: str, head: str, B: int = 2, L: int = 12) -> dict:
     ids = torch.randint(5, vocab, (B, L), generator=g)
     mask = torch.ones(B, L, dtype=torch.long)
     mask[1, -3:] = 0
+    # the tagging heads: a tag (0 or 1) per position, -100 where none; the span heads: a start and an end
+    tags = torch.where(mask.bool(), torch.randint(0, 2, (B, L), generator=g), torch.full((B, L), -100))
+    spans = torch.tensor([[1, 3], [2, 2]])
     if arch == "elmo":
         chars = torch.randint(0, 256, (B, L, cfg.max_characters), generator=g)
         batch = {"char_ids": chars, "attention_mask": mask}
         if head == "bilm":
             batch |= {"labels": ids, "backward_labels": ids}
         else:
-            batch["labels"] = torch.tensor([0, 1])
+            batch["labels"] = {"token_classification": tags, "span_extraction": spans}.get(head, torch.tensor([0, 1]))
         return batch
     eos = getattr(cfg, "eos_id", None)
     if eos is not None:  # encoder-decoder classifiers read the last </s>
@@ -36,6 +39,10 @@ def batch_for(name: str, head: str, B: int = 2, L: int = 12) -> dict:
     batch = {"input_ids": ids, "attention_mask": mask}
     if head == "classification":
         batch["labels"] = torch.tensor([0, 1])
+    elif head == "token_classification":
+        batch["labels"] = tags
+    elif head == "span_extraction":
+        batch["labels"] = spans
     elif head == "seq2seq":
         batch["labels"] = torch.randint(5, vocab, (B, L // 2), generator=g)
     elif head == "lm":

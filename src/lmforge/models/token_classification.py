@@ -3,17 +3,16 @@ for every architecture.
 
 Each head is its architecture's sequence classifier (the same network and parameter names, so a
 pretrained backbone loads into it as it loads into the sequence classifier) with a linear layer
-over every position's state in place of the pooled one:
+over every position's state in place of the pooled head (which is removed):
 
 - BERT, ALBERT, ERNIE, GPT, Transformer-XL, XLNet: the last layer's state of each token (GPT and
   Transformer-XL read left to right only, so a token's tag is decided from its left context);
 - ELMo: the biLM's layers scalar-mixed per token, as the ELMo paper feeds its taggers (a linear
   layer here where the paper trains a biLSTM-CRF on top);
-- BART: the decoder's top state of each token, the decoder reading the input shifted right
-  (BART section 3.1, token classification);
-- T5 and Switch: the encoder's state of each token (the decoder still runs, unread).
+- BART, T5 and Switch: the decoder's top state of each token, the decoder reading the input
+  shifted right and attending over the whole encoded input (BART section 3.1, token
+  classification).
 
-The sequence classifier's own pooled head stays in the model, unused (it gets no gradient).
 ``logits`` (B, L, num_labels); ``labels`` (B, L) tag ids with -100 where no tag is predicted
 (special tokens, padding, a word's later sub-tokens); ``loss`` the mean cross entropy over the
 labelled positions, plus Switch's router losses.
@@ -35,6 +34,9 @@ from .layers import ModelOutput, check_classifier
 
 IGNORE_INDEX = -100
 ROUTER_LOSSES = ("load_balancing_loss", "router_z_loss")
+# the sequence classifiers' pooled heads (BERT's classifier, GPT's score, BART's head, XLNet's
+# summary and projection, ...): replaced by the identity in the per-position heads
+POOLED_HEADS = ("classifier", "score", "head", "summary", "logits_proj")
 
 
 def state_width(config) -> int:
@@ -43,12 +45,6 @@ def state_width(config) -> int:
     if hasattr(config, "projection_dim"):
         return 2 * config.projection_dim
     return config.d_model
-
-
-def token_states(out: ModelOutput, encoder_states: bool) -> torch.Tensor:
-    if encoder_states:
-        return out.aux["encoder_hidden_states"]
-    return out.hidden_states
 
 
 def with_router_losses(config, loss: torch.Tensor, aux: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -64,14 +60,16 @@ def _named(cls: type, sequence_classifier: type, suffix: str, doc: str) -> type:
     return cls
 
 
-def token_classifier(sequence_classifier: type[nn.Module], *, encoder_states: bool = False) -> type[nn.Module]:
-    """The tagging head of the architecture whose sequence classifier is ``sequence_classifier``
-    (``encoder_states``: read the encoder's states, for T5 and Switch)."""
+def token_classifier(sequence_classifier: type[nn.Module]) -> type[nn.Module]:
+    """The tagging head of the architecture whose sequence classifier is ``sequence_classifier``."""
 
     class TokenClassifier(sequence_classifier):  # type: ignore[misc, valid-type]
         def __init__(self, config, num_labels: int = 2, classifier_dropout: float | None = None):
             super().__init__(config, num_labels=num_labels)
             check_classifier(num_labels, classifier_dropout)
+            for name in POOLED_HEADS:  # not read here: no parameter left without a gradient
+                if isinstance(getattr(self, name, None), nn.Module):
+                    setattr(self, name, nn.Identity())
             rate = classifier_dropout if classifier_dropout is not None else getattr(config, "dropout", 0.1)
             self.token_dropout = nn.Dropout(rate)
             self.token_classifier = nn.Linear(state_width(config), num_labels)
@@ -80,7 +78,7 @@ def token_classifier(sequence_classifier: type[nn.Module], *, encoder_states: bo
 
         def forward(self, labels: torch.Tensor | None = None, **inputs: torch.Tensor) -> ModelOutput:
             out = super().forward(**inputs)
-            states = token_states(out, encoder_states)
+            states = out.hidden_states
             logits = self.token_classifier(self.token_dropout(states))  # (B, L, num_labels)
             result = ModelOutput(logits=logits, hidden_states=states,
                                  aux={k: v for k, v in out.aux.items() if k in ROUTER_LOSSES})
@@ -95,10 +93,10 @@ def token_classifier(sequence_classifier: type[nn.Module], *, encoder_states: bo
     return _named(TokenClassifier, sequence_classifier, "TokenClassification", "tagging every position")
 
 
-def span_extractor(sequence_classifier: type[nn.Module], *, encoder_states: bool = False) -> type[nn.Module]:
+def span_extractor(sequence_classifier: type[nn.Module]) -> type[nn.Module]:
     """The extractive-QA head of the architecture whose sequence classifier is
     ``sequence_classifier``: its tagger with two outputs (start, end) per position."""
-    tagger = token_classifier(sequence_classifier, encoder_states=encoder_states)
+    tagger = token_classifier(sequence_classifier)
 
     class SpanExtractor(tagger):  # type: ignore[misc, valid-type]
         def __init__(self, config, num_labels: int = 2, classifier_dropout: float | None = None):
@@ -131,8 +129,8 @@ TransformerXLForTokenClassification = token_classifier(transformer_xl.Transforme
 XLNetForTokenClassification = token_classifier(xlnet.XLNetForSequenceClassification)
 ElmoForTokenClassification = token_classifier(elmo.ElmoForSequenceClassification)
 BartForTokenClassification = token_classifier(bart.BartForSequenceClassification)
-T5ForTokenClassification = token_classifier(t5.T5ForSequenceClassification, encoder_states=True)
-SwitchForTokenClassification = token_classifier(switch.SwitchForSequenceClassification, encoder_states=True)
+T5ForTokenClassification = token_classifier(t5.T5ForSequenceClassification)
+SwitchForTokenClassification = token_classifier(switch.SwitchForSequenceClassification)
 
 BertForQuestionAnswering = span_extractor(bert.BertForSequenceClassification)
 AlbertForQuestionAnswering = span_extractor(albert.AlbertForSequenceClassification)
@@ -142,5 +140,5 @@ TransformerXLForQuestionAnswering = span_extractor(transformer_xl.TransformerXLF
 XLNetForQuestionAnswering = span_extractor(xlnet.XLNetForSequenceClassification)
 ElmoForQuestionAnswering = span_extractor(elmo.ElmoForSequenceClassification)
 BartForQuestionAnswering = span_extractor(bart.BartForSequenceClassification)
-T5ForQuestionAnswering = span_extractor(t5.T5ForSequenceClassification, encoder_states=True)
-SwitchForQuestionAnswering = span_extractor(switch.SwitchForSequenceClassification, encoder_states=True)
+T5ForQuestionAnswering = span_extractor(t5.T5ForSequenceClassification)
+SwitchForQuestionAnswering = span_extractor(switch.SwitchForSequenceClassification)
