@@ -24,14 +24,13 @@ from ..finetuning.generation_features import check_writer, encode_pairs
 from ..finetuning.span_features import encode_questions
 from ..finetuning.tagging_features import encode_tagged
 from ..finetuning.tasks import Task
+from ..finetuning.tasks.glue import FAMILY_METRICS
 from .finetune_generation import TEST_BEAMS, generation_scorer
 from .finetune_regression import regression_scorer
 from .finetune_spans import span_scorer
 from .finetune_tagging import tagging_scorer
 
 SPLITS = ("train", "validation", "test")
-# the metric each family selects on when the task names none (load_task names it)
-DEFAULT_SELECTION = {"regression": "pearson", "tagging": "f1", "span_qa": "f1", "generation": "rougeL"}
 
 
 @dataclass
@@ -51,7 +50,8 @@ class FamilyInputs:
 
 
 def selection_metric(task: Task) -> str:
-    return task.info.get("metric") or DEFAULT_SELECTION[task.family]
+    """The metric to select on: the task's own (``load_task`` names it), else its family's."""
+    return task.info.get("metric") or FAMILY_METRICS[task.family]
 
 
 def check_family(task: Task, arch: str, augment: bool, recipe: Path) -> None:
