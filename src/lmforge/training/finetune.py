@@ -63,6 +63,7 @@ from ..objectives.base import IGNORE_INDEX, Vocab
 from ..tokenizer_kinds import ARCHITECTURE_TOKENIZER
 from . import param_groups
 from .data import ObjectiveDataModule
+from .eval_batches import evaluating
 from .finetune_callbacks import BestOnValidation, prediction_scores, validation_scores
 from .finetune_families import (check_family, encode_family, family_baselines, family_scorer, family_summary,
                                 selection_metric)
@@ -162,11 +163,9 @@ def predict(model: torch.nn.Module, batches, mode: str, candidates: dict[int, li
             device="cpu") -> tuple[list[int], list[int]]:
     """(predicted class ids, gold class ids). Text-to-text: each candidate target sequence is
     scored by its summed token log-likelihood and the most likely label is predicted."""
-    was_training = model.training
-    model.eval()
     preds: list[int] = []
     gold: list[int] = []
-    try:
+    with evaluating(model):
         for batch in batches:
             batch = {k: v.to(device) for k, v in batch.items()}
             if mode == "classification":
@@ -178,8 +177,6 @@ def predict(model: torch.nn.Module, batches, mode: str, candidates: dict[int, li
             scores = candidate_scores(model, batch["input_ids"], batch["attention_mask"], candidates)
             order = sorted(candidates)
             preds += [order[i] for i in scores.argmax(-1).tolist()]
-    finally:
-        model.train(was_training)
     return preds, gold
 
 

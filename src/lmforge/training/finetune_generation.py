@@ -22,6 +22,7 @@ from ..finetuning.generation_features import SEQ2SEQ, decode
 from ..finetuning.metrics.generation import generation_scores
 from ..finetuning.tasks import TextPair
 from ..models.generation import generate
+from .eval_batches import evaluating
 
 MAX_NEW_TOKENS = 48
 TEST_BEAMS = 4
@@ -31,10 +32,8 @@ TEST_BEAMS = 4
 def write(model: torch.nn.Module, arch: str, prompts: list[dict[str, np.ndarray]], collate: Callable,
           tokenizer_dir: str | Path, *, num_beams: int = 1, device="cpu", batch_size: int = 32) -> list[str]:
     """The text the model writes for every prompt (``encode_pairs(..., with_target=False)``)."""
-    was_training = model.training
-    model.eval()
     out: list[str] = []
-    try:
+    with evaluating(model):
         if arch in SEQ2SEQ:
             c = model.config
             for i in range(0, len(prompts), batch_size):
@@ -59,8 +58,6 @@ def write(model: torch.nn.Module, arch: str, prompts: list[dict[str, np.ndarray]
                 written.append(token)
                 ids = torch.cat([ids, ids.new_tensor([[token]])], dim=1)
             out.append(decode(arch, tokenizer_dir, written))
-    finally:
-        model.train(was_training)
     return out
 
 

@@ -11,24 +11,17 @@ import numpy as np
 import torch
 
 from ..finetuning.metrics.regression import correlations
+from .eval_batches import batch_logits
 
 
-@torch.no_grad()
 def predict_values(model: torch.nn.Module, encoded: list[dict[str, np.ndarray]], collate: Callable, device="cpu",
                    batch_size: int = 64) -> tuple[list[float], list[float]]:
     """(predicted values, gold targets) of every example, in order."""
-    was_training = model.training
-    model.eval()
     predicted: list[float] = []
     gold: list[float] = []
-    try:
-        for i in range(0, len(encoded), batch_size):
-            batch = {k: v.to(device) for k, v in collate(encoded[i:i + batch_size]).items()}
-            logits = model(**{k: v for k, v in batch.items() if k != "labels"}).logits
-            predicted += logits.float().reshape(-1).tolist()
-            gold += batch["labels"].float().reshape(-1).tolist()
-    finally:
-        model.train(was_training)
+    for _, batch, logits in batch_logits(model, encoded, collate, device, batch_size):
+        predicted += logits.float().reshape(-1).tolist()
+        gold += batch["labels"].float().reshape(-1).tolist()
     return predicted, gold
 
 

@@ -14,30 +14,23 @@ import torch
 from ..finetuning.metrics.spans import squad_scores
 from ..finetuning.span_features import Window, best_span, span_text
 from ..finetuning.tasks import SpanQuestion
+from .eval_batches import batch_logits
 
 MAX_ANSWER_TOKENS = 30
 
 
-@torch.no_grad()
 def predict_answers(model: torch.nn.Module, encoded: list[dict[str, np.ndarray]], windows: list[Window],
                     spans: list[list[tuple[int, int]]], questions: list[SpanQuestion], collate: Callable,
                     device="cpu", batch_size: int = 64) -> list[str]:
     """The predicted answer text of every question (the best span over its windows; "" when
     none of its windows holds context)."""
-    was_training = model.training
-    model.eval()
     best: dict[int, tuple[float, int, int]] = {}
-    try:
-        for i in range(0, len(encoded), batch_size):
-            batch = {k: v.to(device) for k, v in collate(encoded[i:i + batch_size]).items()}
-            logits = model(**{k: v for k, v in batch.items() if k != "labels"}).logits.float().cpu().numpy()
-            for j, row in enumerate(logits):
-                w = windows[i + j]
-                found = best_span(row[:, 0], row[:, 1], w, MAX_ANSWER_TOKENS)
-                if found is not None and (w.question not in best or found[0] > best[w.question][0]):
-                    best[w.question] = found
-    finally:
-        model.train(was_training)
+    for i, _, logits in batch_logits(model, encoded, collate, device, batch_size):
+        for j, row in enumerate(logits.float().cpu().numpy()):
+            w = windows[i + j]
+            found = best_span(row[:, 0], row[:, 1], w, MAX_ANSWER_TOKENS)
+            if found is not None and (w.question not in best or found[0] > best[w.question][0]):
+                best[w.question] = found
     return [span_text(q.context, spans[qi], *best[qi][1:]) if qi in best else "" for qi, q in enumerate(questions)]
 
 

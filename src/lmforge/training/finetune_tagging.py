@@ -18,25 +18,18 @@ import torch
 from ..finetuning.metrics.tagging import entity_scores
 from ..finetuning.tagging_features import word_tags
 from ..finetuning.tasks import TaggedSentence
+from .eval_batches import batch_logits
 
 
-@torch.no_grad()
 def predict_tags(model: torch.nn.Module, encoded: list[dict[str, np.ndarray]], tagged_words: list[list[int]],
                  sentences: list[TaggedSentence], collate: Callable, tag_names: list[str], device="cpu",
                  batch_size: int = 64) -> list[list[str]]:
     """One predicted tag per word of every sentence, in order."""
-    was_training = model.training
-    model.eval()
     out: list[list[str]] = []
-    try:
-        for i in range(0, len(encoded), batch_size):
-            batch = {k: v.to(device) for k, v in collate(encoded[i:i + batch_size]).items()}
-            predicted = model(**{k: v for k, v in batch.items() if k != "labels"}).logits.argmax(-1).tolist()
-            for j, (row, labels) in enumerate(zip(predicted, batch["labels"].tolist())):
-                s = sentences[i + j]
-                out.append(word_tags(row, labels, tagged_words[i + j], len(s.words), tag_names))
-    finally:
-        model.train(was_training)
+    for i, batch, logits in batch_logits(model, encoded, collate, device, batch_size):
+        for j, (row, labels) in enumerate(zip(logits.argmax(-1).tolist(), batch["labels"].tolist())):
+            s = sentences[i + j]
+            out.append(word_tags(row, labels, tagged_words[i + j], len(s.words), tag_names))
     return out
 
 
