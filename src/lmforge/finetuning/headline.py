@@ -49,6 +49,15 @@ def headline(result: dict[str, Any] | None, split: str = "test") -> float | None
     return None if value is None else float(value)
 
 
+def control_headline(result: dict[str, Any]) -> float | None:
+    """The from-scratch control's test value of the result's headline metric (its ``scratch``
+    entry has neither family nor metric of its own), or None."""
+    scratch = result.get("scratch")
+    if not isinstance(scratch, dict):
+        return None
+    return headline({**scratch, "family": family_of(result), "metric": result.get("metric")})
+
+
 def baseline_headlines(result: dict[str, Any]) -> dict[str, float]:
     """Each baseline's value of the headline metric (those present)."""
     out = {}

@@ -181,6 +181,9 @@ def build_stages(params: Params | None = None, root: str | os.PathLike = ".", pa
         params = load_params(params_path or root / "params.yaml")
     rel = _Paths(root)
     recipes = {arch: load_recipe(params, arch, root=root) for arch in params.train.architectures}
+    # each task's family, read once (a folder's from its files): which architectures fit it
+    families = {task: task_family(task if task in CORPUS_TASKS or task.startswith("hf:") or Path(task).is_absolute()
+                                  else str(root / task)) for task in params.finetune.tasks}
     code = {name: tuple(p for p in kind.code if (root / p).exists()) for name, kind in KINDS.items()}
     stages: dict[str, Stage] = {}
 
@@ -282,8 +285,7 @@ def build_stages(params: Params | None = None, root: str | os.PathLike = ".", pa
         finetuned = []
         finetune_recipe = tuple(recipe_param_keys(params, arch, "finetune", root))
         for task in params.finetune.tasks:
-            local = task in CORPUS_TASKS or task.startswith("hf:") or Path(task).is_absolute()
-            family = task_family(task if local else str(root / task))
+            family = families[task]
             if not fits_family(arch, family):  # e.g. an encoder on a generation task: no stage
                 continue
             task_deps: list[str] = []

@@ -16,7 +16,7 @@ from typing import Any
 from .. import layout
 from ..config import Params
 from ..artifacts import atomic_write_json
-from ..finetuning.headline import family_of, headline, headline_metric
+from ..finetuning.headline import control_headline, family_of, headline, headline_metric
 from ..progress import Progress
 
 
@@ -61,9 +61,7 @@ def transfer_gain(finetuned: dict[str, Any]) -> float | None:
     """The pretrained model's test headline (the task family's metric, ``finetuning.headline``:
     accuracy or GLUE's metric, Pearson, entity F1, SQuAD F1, ROUGE-L / BLEU / exact match) minus
     its from-scratch control's, when both exist."""
-    ours = headline(finetuned)
-    scratch = finetuned.get("scratch")
-    control = headline({**scratch, "family": family_of(finetuned), "metric": finetuned.get("metric")}) if scratch else None
+    ours, control = headline(finetuned), control_headline(finetuned)
     return None if ours is None or control is None else ours - control
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ...finetuning.headline import HEADLINES, baseline_headlines, family_of, headline, headline_metric
+from ...finetuning.headline import HEADLINES, baseline_headlines, control_headline, family_of, headline, headline_metric
 from .leaderboard import lookup, tasks
 
 
@@ -24,9 +24,7 @@ def task_frame(evaluations: list[dict], task: str) -> pd.DataFrame:
         if not isinstance(result, dict):
             continue
         score = headline(result)
-        scratch = result.get("scratch")
-        control = headline({**scratch, "family": family_of(result), "metric": result.get("metric")}) \
-            if isinstance(scratch, dict) else None
+        control = control_headline(result)
         row: dict[str, Any] = {"architecture": str(evaluation.get("architecture")), "family": family_of(result),
                                "metric": headline_metric(result), "score": score}
         for name, value in baseline_headlines(result).items():
