@@ -72,6 +72,44 @@ def test_recipe_keys_are_validated_and_the_step_override_replaces_epochs(tmp_pat
         load_recipe(params, "bert")
 
 
+def test_a_family_budget_replaces_only_its_keys_and_bad_ones_name_the_family(tmp_path):
+    from lmforge.config import ConfigError
+    from lmforge.training.recipes import load_recipe, recipe_param_keys, size_recipe
+
+    (tmp_path / "pipelines").mkdir()
+    recipe = yaml.safe_load(open("pipelines/t5.yaml", encoding="utf-8"))
+    recipe["sizes"]["tiny"]["finetune"] = {"epochs": 2, "batch_size": 32, "learning_rate": 1e-3, "warmup_ratio": 0.1,
+                                           "schedule": "linear"}
+    recipe["sizes"]["tiny"]["finetune_families"] = {"generation": {"max_steps": 300, "warmup_steps": 12,
+                                                                   "learning_rate": 3e-3}}
+    (tmp_path / "pipelines" / "t5.yaml").write_text(yaml.safe_dump(recipe), encoding="utf-8")
+    params = load_params(write_params(tmp_path, train={"finetune_max_steps": None}))
+    loaded = load_recipe(params, "t5", root=tmp_path)
+    plain = size_recipe(params, loaded).finetune
+    assert plain == size_recipe(params, loaded, "classification").finetune == size_recipe(params, loaded, "tagging").finetune
+    gen = size_recipe(params, loaded, "generation").finetune
+    # max_steps replaces epochs, warmup_steps replaces warmup_ratio, the rest is the recipe's
+    assert (gen.max_steps, gen.epochs, gen.warmup_steps, gen.warmup_ratio) == (300, None, 12, None)
+    assert (gen.learning_rate, gen.batch_size, gen.schedule) == (3e-3, 32, "linear")
+    assert resolve_finetune_budget(gen, 1000).max_steps == 300
+    assert "sizes.tiny.finetune_families" in recipe_param_keys(params, "t5", "finetune", root=tmp_path)
+    assert "sizes.tiny.finetune_families" not in recipe_param_keys(params, "t5", "pretrain", root=tmp_path)
+    # the command line's step override still wins over a family's budget
+    params = load_params(write_params(tmp_path, train={"finetune_max_steps": 5}))
+    assert size_recipe(params, load_recipe(params, "t5", root=tmp_path), "generation").finetune.max_steps == 5
+    for bad, named in (({"epochs": 0}, "finetune_families.generation: epochs"),
+                       ({"beams": 4}, "finetune_families.generation: beams"),
+                       ({"epochs": 3, "max_steps": 9}, "exactly one of max_steps and epochs")):
+        recipe["sizes"]["tiny"]["finetune_families"] = {"generation": bad}
+        (tmp_path / "pipelines" / "t5.yaml").write_text(yaml.safe_dump(recipe), encoding="utf-8")
+        with pytest.raises(ConfigError, match=named):
+            load_recipe(params, "t5", root=tmp_path)
+    recipe["sizes"]["tiny"]["finetune_families"] = {"classification": {"epochs": 3}}
+    (tmp_path / "pipelines" / "t5.yaml").write_text(yaml.safe_dump(recipe), encoding="utf-8")
+    with pytest.raises(ConfigError, match="finetune_families"):
+        load_recipe(params, "t5", root=tmp_path)
+
+
 # ----------------------------------------------------------------------------- class weights
 
 

@@ -74,6 +74,11 @@ def test_pretrain_writes_model_history_metrics_and_mlflow_run(project):
     # unchanged settings: up to date, nothing retrained
     again = run_pretrain(params, "gpt", log=logs.append)
     assert again["mlflow_run_id"] == metrics["mlflow_run_id"] and logs[-1] == "pretrain gpt: up to date"
+    # a change to the recipe's fine-tuning settings is not pretraining's: still up to date
+    tuned = params.model_copy(update={"recipe_overrides": {"gpt": ["sizes.tiny.finetune.learning_rate=0.5",
+                                                                   "finetune.patience=3"]}})
+    assert run_pretrain(tuned, "gpt", log=logs.append)["mlflow_run_id"] == metrics["mlflow_run_id"]
+    assert logs[-1] == "pretrain gpt: up to date"
 
 
 def test_a_training_run_logs_the_machine_s_use_as_system_metrics(project):

@@ -9,8 +9,9 @@ family (``finetuning.tasks.FAMILIES``) decides the head:
   learned scalar mix); T5, BART and Switch are fine-tuned text to text (the label word is the
   target) and evaluated by scoring each label's target sequence (rank classification);
 - regression: every architecture's sequence head with one output (mean squared error);
-- tagging and span QA: every architecture's tagging or span head
-  (``models/token_classification.py``);
+- tagging and span QA: the tagging or span head (``models/token_classification.py``) of every
+  architecture whose recipe fine-tunes with heads (``mode: classification``); those whose recipe
+  says ``text_to_text`` (T5, BART, Switch) write the entities or the answer as text instead;
 - generation: BART, T5 and Switch sequence to sequence, GPT as a conditional LM.
 
 The other families' inputs, scorers, baselines and log line are ``finetune_families.py``'s.
@@ -27,7 +28,8 @@ the checkpoints and replaces the output only when complete (``run.Attempt``). Re
 ``lmforge-<arch>-<task>`` (alias ``candidate``); ``lmforge evaluate`` decides whether it becomes
 ``champion``.
 
-The budget is the recipe's ``max_steps`` or ``epochs`` (``recipes.resolve_finetune_budget``).
+The budget is the recipe's ``max_steps`` or ``epochs`` (``recipes.resolve_finetune_budget``),
+a task family's own where the recipe's ``finetune_families`` gives one.
 Every ``eval_every`` steps the whole validation split is scored with :func:`predict` on the
 recipe's ``metric``; the weights of the best evaluation are restored before the test split is
 scored, and ``patience`` stops a run that no longer improves (``finetune_callbacks.py``).
@@ -66,7 +68,7 @@ from .data import ObjectiveDataModule
 from .eval_batches import evaluating
 from .finetune_callbacks import BestOnValidation, prediction_scores, validation_scores
 from .finetune_families import (check_family, encode_family, family_baselines, family_scorer, family_summary,
-                                selection_metric)
+                                selection_metric, writes_family)
 from .module import LMForgeModule, balanced_class_weights
 from .progress import TrainingProgress
 from .pretrain import draw_run_charts, tokenizer_overrides, tracking_factory
@@ -228,10 +230,12 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
     family = task.family
     if family not in FINETUNED_FAMILIES:
         raise ConfigError(f"{task.name} is a {family} task; fine-tuning takes {', '.join(FINETUNED_FAMILIES)} tasks")
+    size = size_recipe(params, recipe, family)  # the family's own budget where the recipe gives one
     classifying = family == "classification"
+    text_to_text = writes_family(ft.mode, family)  # tagging / span QA written as text (T5, BART, Switch)
     if not classifying:  # the other families' own head, inputs and scores (finetune_families.py)
-        check_family(task, arch, ft.augment is not None, recipe_path(params, arch))
-    mode = ft.mode if classifying else family
+        check_family(task, arch, ft.augment is not None, recipe_path(params, arch), text_to_text)
+    mode = ft.mode if classifying or text_to_text else family
     # model selection: the recipe's metric on classification, the family's own otherwise
     select = ft.metric if classifying else selection_metric(task)
     if classifying and ft.metric == "f1" and len(task.label_names) != 2:
@@ -271,7 +275,7 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
                    for split in ("train", "validation", "test")}
         num_labels, model_mode = len(task.label_names), mode
     else:
-        inputs = encode_family(task, arch, tok_dir, params.finetune.max_length)
+        inputs = encode_family(task, arch, tok_dir, params.finetune.max_length, text_to_text)
         encoded, num_labels, model_mode = inputs.encoded, inputs.num_labels or 0, inputs.model_mode
     optim = resolve_finetune_budget(size.finetune, len(encoded["train"]), world_size())
     pad = features.pad_id(arch, tok_dir)
@@ -372,7 +376,9 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
         }
         # the task record (labels, input layout) also travels inside the model folder, so that
         # the folder alone predicts on new text (lmforge predict, the registered MLflow model)
-        (staged / "labels.json").write_text(json.dumps({"labels": task.label_names, "mode": mode, "targets": candidates,
+        # a tagging or span QA model written as text is its family's ("mode"), not a text-to-text classifier
+        (staged / "labels.json").write_text(json.dumps({"labels": task.label_names,
+                                                         "mode": mode if classifying else family, "targets": candidates,
                                                          "prefix": task.prefix, "pair": task.pair,
                                                          "max_length": params.finetune.max_length}, indent=2) + "\n",
                                             encoding="utf-8")

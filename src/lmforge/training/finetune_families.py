@@ -5,7 +5,10 @@ scorer of a split, the baselines, the metric selected on and the closing log lin
 - tagging: the tagging head, each word's tag at its first sub-token (``finetune_tagging.py``);
 - span QA: the span head over the context's windows (``finetune_spans.py``);
 - generation: BART, T5 and Switch sequence to sequence, GPT as a conditional LM
-  (``finetune_generation.py``).
+  (``finetune_generation.py``);
+- tagging and span QA text to text, for an architecture whose recipe fine-tunes text to text
+  (T5, BART and Switch by default): the entities or the answer written as text and read back
+  (``finetune_text_to_text.py``).
 
 Classification (the sequence heads, and T5 / BART / Switch text to text) stays in ``finetune.py``.
 """
@@ -25,10 +28,12 @@ from ..finetuning.span_features import encode_questions
 from ..finetuning.tagging_features import encode_tagged
 from ..finetuning.tasks import Task
 from ..finetuning.tasks.glue import FAMILY_METRICS
+from ..finetuning.text_to_text_families import TEXT_TO_TEXT_FAMILIES, as_pairs, text_prefix
 from .finetune_generation import TEST_BEAMS, generation_scorer
 from .finetune_regression import regression_scorer
 from .finetune_spans import span_scorer
 from .finetune_tagging import tagging_scorer
+from .finetune_text_to_text import text_to_text_scorer
 
 SPLITS = ("train", "validation", "test")
 
@@ -42,11 +47,18 @@ class FamilyInputs:
     encoded: dict[str, list]
     num_labels: int | None  # the head's outputs; None: the pretraining head (generation)
     extra: dict[str, Any] = field(default_factory=dict)  # per split: words, windows, prompts
+    text_to_text: bool = False  # a tagging or span QA task written as text
 
     @property
     def model_mode(self) -> str:
         """How ``finetune.head_model`` builds the model: a writer keeps its pretraining head."""
-        return "text_to_text" if self.family == "generation" else self.family
+        return "text_to_text" if self.family == "generation" or self.text_to_text else self.family
+
+
+def writes_family(recipe_mode: str, family: str) -> bool:
+    """Whether a task of ``family`` is fine-tuned text to text: tagging and span QA where the
+    recipe's ``finetune.mode`` is ``text_to_text`` (the other architectures use their heads)."""
+    return recipe_mode == "text_to_text" and family in TEXT_TO_TEXT_FAMILIES
 
 
 def selection_metric(task: Task) -> str:
@@ -54,10 +66,10 @@ def selection_metric(task: Task) -> str:
     return task.info.get("metric") or FAMILY_METRICS[task.family]
 
 
-def check_family(task: Task, arch: str, augment: bool, recipe: Path) -> None:
-    """One error before any work: an architecture that does not write on a generation task,
-    augmentation (it makes classification examples) on another family."""
-    if task.family == "generation":
+def check_family(task: Task, arch: str, augment: bool, recipe: Path, text_to_text: bool = False) -> None:
+    """One error before any work: an architecture that does not write on a generation task (or
+    on a task written as text), augmentation (it makes classification examples) on another family."""
+    if task.family == "generation" or text_to_text:
         try:
             check_writer(arch)
         except FeatureError as exc:
@@ -67,11 +79,19 @@ def check_family(task: Task, arch: str, augment: bool, recipe: Path) -> None:
                           f"{task.family} task")
 
 
-def encode_family(task: Task, arch: str, tok_dir: Path, max_length: int) -> FamilyInputs:
-    """The splits of ``task`` as ``arch``'s inputs for the task's family."""
+def encode_family(task: Task, arch: str, tok_dir: Path, max_length: int, text_to_text: bool = False) -> FamilyInputs:
+    """The splits of ``task`` as ``arch``'s inputs for the task's family (``text_to_text``: a
+    tagging or span QA task as source/target pairs)."""
     family = task.family
     encoded: dict[str, list] = {}
     extra: dict[str, Any] = {}
+    if text_to_text:
+        pairs, prefix = as_pairs(task), text_prefix(task)
+        for split in SPLITS:
+            encoded[split] = encode_pairs(pairs[split], arch, tok_dir, max_length, prefix=prefix)
+            if split != "train":
+                extra[split] = encode_pairs(pairs[split], arch, tok_dir, max_length, prefix=prefix, with_target=False)
+        return FamilyInputs(family, encoded, None, extra, text_to_text=True)
     if family == "generation":
         for split in SPLITS:
             encoded[split] = encode_pairs(task.splits[split], arch, tok_dir, max_length, prefix=task.prefix)
@@ -105,6 +125,9 @@ def family_scorer(inputs: FamilyInputs, task: Task, split: str, arch: str, tok_d
     """``evaluate(model, device)`` of ``split`` (the test split's with its fuller record: per-type
     tagging scores, generation samples written by beam search)."""
     family, encoded, test = inputs.family, inputs.encoded[split], split == "test"
+    if inputs.text_to_text:
+        return text_to_text_scorer(arch, inputs.extra[split], task, split, collate, tok_dir, per_type=test,
+                                   samples=5 if test else 0)
     if family == "regression":
         return regression_scorer(encoded, collate)
     if family == "generation":

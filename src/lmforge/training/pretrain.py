@@ -74,7 +74,10 @@ def run_pretrain(params: Params, arch: str, *, log: Callable[[str], None] = prin
     store_manifest = layout.token_store_dir(params, kind) / "manifest.json"
     if not store_manifest.exists():
         raise ConfigError(f"{arch}: no token store at {store_manifest.parent}; run `lmforge tokenize` first")
-    fp = fingerprint("pretrain", recipe.model_dump(mode="json"), size.model_dump(mode="json"),
+    # what pretraining reads of the recipe, no more: a fine-tuning change leaves the pretrained model current
+    read = {"architecture": arch, "objective": recipe.objective, "head": recipe.pretrain_head, "preset": size.preset,
+            "model": size.model, "pretrain": size.pretrain.model_dump(mode="json")}
+    fp = fingerprint("pretrain", read,
                      getattr(params.dataset, recipe.objective).model_dump(mode="json"), params.dataset.seed,
                      params.train.seed, params.train.precision, store_manifest.read_text(encoding="utf-8"))
     prev = finished(out_dir / "metrics.json", fp)

@@ -77,11 +77,45 @@ def resolve_finetune_budget(optim: FinetuneOptimConfig, train_examples: int, wor
     return OptimConfig(**{**fields, "max_steps": steps, "warmup_steps": min(warmup, steps)})
 
 
+# the budget keys that come in exclusive pairs: a family's budget naming one drops the other
+_EITHER = {"max_steps": "epochs", "epochs": "max_steps", "warmup_steps": "warmup_ratio", "warmup_ratio": "warmup_steps"}
+
+
+def family_budget(base: FinetuneOptimConfig, changes: dict[str, Any]) -> FinetuneOptimConfig:
+    """``base`` with ``changes`` (some of its keys) applied: giving ``max_steps`` replaces
+    ``epochs`` and the reverse, likewise ``warmup_steps`` and ``warmup_ratio``."""
+    fields = base.model_dump(exclude_unset=False)
+    for key in changes:
+        other = _EITHER.get(key)
+        if other is not None and other not in changes:
+            fields[other] = 0 if other == "warmup_steps" else None
+    fields.update(changes)
+    return FinetuneOptimConfig.model_validate(fields)
+
+
 class SizeRecipe(StrictModel):
     preset: str = Field(description="model preset name (lmforge.models.registry)")
     model: dict[str, Any] = Field(default_factory=dict, description="config overrides of the preset")
     pretrain: OptimConfig
     finetune: FinetuneOptimConfig
+    finetune_families: dict[Literal["regression", "tagging", "span_qa", "generation"], dict[str, Any]] = Field(
+        default_factory=dict, description="a task family's own budget: keys of `finetune` that replace its values "
+                                          "for that family's tasks (e.g. generation: {epochs: 12})")
+
+    @model_validator(mode="after")
+    def _family_budgets(self) -> SizeRecipe:
+        for family, changes in self.finetune_families.items():
+            try:
+                family_budget(self.finetune, changes)
+            except ValidationError as exc:
+                problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'budget'}: {e['msg']}" for e in exc.errors())
+                raise ValueError(f"finetune_families.{family}: {problems}") from None
+        return self
+
+    def finetune_for(self, family: str) -> FinetuneOptimConfig:
+        """The fine-tuning budget of a ``family`` task: ``finetune`` with the family's changes."""
+        changes = self.finetune_families.get(family)
+        return family_budget(self.finetune, changes) if changes else self.finetune
 
 
 class AugmentRecipe(StrictModel):
@@ -225,7 +259,7 @@ def recipe_param_keys(params: Params, arch: str, part: Literal["pretrain", "fine
     size = params.train.size
     wanted = ["objective", "head", f"sizes.{size}.preset", f"sizes.{size}.model", f"sizes.{size}.{part}"]
     if part == "finetune":
-        wanted.append("finetune")
+        wanted += [f"sizes.{size}.finetune_families", "finetune"]
     keys = []
     for key in wanted:
         node: Any = data
@@ -236,9 +270,12 @@ def recipe_param_keys(params: Params, arch: str, part: Literal["pretrain", "fine
     return keys
 
 
-def size_recipe(params: Params, recipe: Recipe) -> SizeRecipe:
-    """The recipe's size ``params.train.size`` with the step overrides of ``params.train``."""
+def size_recipe(params: Params, recipe: Recipe, family: str | None = None) -> SizeRecipe:
+    """The recipe's size ``params.train.size`` with the step overrides of ``params.train``; with
+    a task ``family``, its fine-tuning budget is that family's (``finetune_families``)."""
     s = recipe.sizes[params.train.size]
+    if family is not None and family in s.finetune_families:
+        s = s.model_copy(update={"finetune": s.finetune_for(family)})
     updates = {}
     if params.train.max_steps:
         updates["pretrain"] = s.pretrain.model_copy(update={"max_steps": params.train.max_steps})
