@@ -455,3 +455,19 @@ def test_tracking_imports_no_lightning_and_no_layer_above_it():
                                                  "typing", "torch", "safetensors", "lmforge"}
     assert all(n.startswith(("lmforge.models.", "lmforge.errors")) or n == "lmforge.__version__"
                for n in names if n.startswith("lmforge."))
+
+
+def test_only_a_classifier_s_folder_gets_a_text_signature_and_example(tmp_path):
+    """A tagger, span, regression or generation model has no label/score output for MLflow to
+    check an example against (``lmforge predict`` refuses it): it is logged without one."""
+    from lmforge.tracking.pyfunc import text_signature
+
+    assert text_signature(tmp_path) == (None, None)  # no task.json: a pretrained model
+    for mode, expected in (("classification", True), ("text_to_text", True), ("tagging", False),
+                           ("span_qa", False), ("regression", False), ("generation", False)):
+        (tmp_path / "task.json").write_text(json.dumps({"labels": ["a", "b"], "mode": mode, "pair": False}))
+        signature, example = text_signature(tmp_path)
+        assert (signature is not None, example is not None) == (expected, expected), mode
+        if expected:
+            assert signature.outputs.input_names() == ["label", "score", "p_a", "p_b"]
+            assert list(example.columns) == ["text"]

@@ -100,8 +100,10 @@ class LmforgePyfunc(mlflow.pyfunc.PythonModel):
 
 
 def text_signature(model_dir) -> tuple[Any, pd.DataFrame] | tuple[None, None]:
-    """(signature, input example) of a fine-tuned model folder (one with ``task.json``): texts in,
-    labels and scores out; (None, None) for any other model."""
+    """(signature, input example) of a fine-tuned classifier's folder (``task.json`` with mode
+    ``classification`` or ``text_to_text``): texts in, labels and scores out; (None, None) for any
+    other model (a pretrained one; a tagger, span, regression or generation model, which
+    ``lmforge predict`` refuses, so no example of it could be checked)."""
     import json
     from pathlib import Path
 
@@ -112,6 +114,8 @@ def text_signature(model_dir) -> tuple[Any, pd.DataFrame] | tuple[None, None]:
     if not task_file.is_file():
         return None, None
     task = json.loads(task_file.read_text(encoding="utf-8"))
+    if task.get("mode") not in ("classification", "text_to_text"):
+        return None, None
     inputs = [ColSpec("string", "text")] + ([ColSpec("string", "text_pair")] if task.get("pair") else [])
     outputs = [ColSpec("string", "label"), ColSpec("double", "score")] + [ColSpec("double", f"p_{k}") for k in task["labels"]]
     example = pd.DataFrame({"text": ["An example text."], **({"text_pair": ["Its pair."]} if task.get("pair") else {})})
