@@ -204,6 +204,12 @@ def test_the_negatives_are_deterministic_and_follow_the_seed(tmp_path):
     assert [e.text_pair for s in other.splits.values() for e in s] == \
         [e.text_pair for s in first.splits.values() for e in s]
     assert [e.text for s in other.splits.values() for e in s] != [e.text for s in first.splits.values() for e in s]
+    # load_task's seed (the fine-tuning stage's train.seed) reaches the negatives
+    from lmforge.finetuning.tasks import load_task
+
+    loaded = load_task("docstring_signature", params, seed=1, max_train=None, max_eval=None)
+    assert sorted(e.text for e in loaded.splits["train"]) == sorted(e.text for e in other.splits["train"])
+    assert loaded.info["seed"] == 1
 
 
 def test_a_signature_whose_docstring_holds_the_paragraph_is_never_its_negative(tmp_path):

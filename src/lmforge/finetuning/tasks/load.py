@@ -21,6 +21,9 @@ CORPUS_TASKS = {DEFAULT_TASK: docstring_kind_task, PACKAGE_TASK: docstring_packa
                 PARAMS_TASK: docstring_params_task, SIGNATURE_TASK: docstring_signature_task,
                 QA_TASK: docstring_qa_task}
 
+# the corpus tasks that draw something at random, from load_task's seed
+SEEDED_CORPUS_TASKS = (SIGNATURE_TASK,)
+
 # the family of each corpus task (known without building it)
 CORPUS_FAMILIES = {DEFAULT_TASK: "classification", PACKAGE_TASK: "classification", SIGNATURE_TASK: "classification",
                    PARAMS_TASK: "tagging", QA_TASK: "span_qa", SUMMARY_TASK: "generation"}
@@ -80,7 +83,8 @@ def load_task(spec: str, params=None, *, seed: int = 0, max_train: int | None = 
             from ...config import load_params
 
             params = load_params()
-        task = CORPUS_TASKS[spec](params, min_words=min_words, max_chars=max_chars)
+        seeded = {"seed": seed} if spec in SEEDED_CORPUS_TASKS else {}  # the pair task draws its negatives
+        task = CORPUS_TASKS[spec](params, min_words=min_words, max_chars=max_chars, **seeded)
     elif spec.startswith("hf:"):
         task = hf_task(spec, seed=seed)
     else:
