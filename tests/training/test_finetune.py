@@ -144,6 +144,30 @@ def test_balanced_class_weights_and_the_weighted_loss_are_exactly_as_defined():
         assert torch.isclose(module.training_step(batch, 0), F.cross_entropy(logits, y, weight=w))
 
 
+@pytest.mark.filterwarnings("ignore:You are trying to `self.log")
+def test_tag_weights_weigh_a_tagger_s_labelled_positions_and_only_with_heads():
+    from lmforge.models.token_classification import token_classifier  # noqa: F401  (the head's registry entry)
+
+    with pytest.raises(ValueError, match="tag_weights apply to the tagging heads"):
+        FinetuneRecipe(mode="text_to_text", tag_weights="balanced")
+    assert FinetuneRecipe(mode="classification", tag_weights="balanced").tag_weights == "balanced"
+    torch.manual_seed(0)
+    model = build_model("bert-tiny", head="token_classification", num_labels=3, vocab_size=50, max_positions=16).eval()
+    ids = torch.randint(5, 50, (4, 7))
+    tags = torch.tensor([[-100, 0, 0, 1, -100, 0, -100], [-100, 0, 2, 0, 0, -100, -100],
+                         [-100, 0, 0, 0, 0, 0, -100], [-100, 1, 0, 0, 0, 0, -100]])
+    w = balanced_class_weights([t for t in tags.reshape(-1).tolist() if t >= 0], 3)
+    assert torch.allclose(w, torch.tensor([18 / (3 * 15), 18 / (3 * 2), 18 / (3 * 1)]))  # 18 labelled positions
+    batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": tags}
+    module = LMForgeModule(model, resolve_finetune_budget(FinetuneOptimConfig(max_steps=1, batch_size=4, learning_rate=1e-3), 4),
+                           class_weights=w)
+    with torch.no_grad():
+        logits = model(input_ids=ids, attention_mask=batch["attention_mask"]).logits
+        expected = F.cross_entropy(logits.reshape(-1, 3), tags.reshape(-1), weight=w)  # -100 ignored
+        assert torch.isclose(module.training_step(batch, 0), expected)
+        assert not torch.isclose(expected, F.cross_entropy(logits.reshape(-1, 3), tags.reshape(-1)))
+
+
 # ----------------------------------------------------------------------------- layer decay, freezing
 
 

@@ -294,8 +294,11 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
         targets = features.label_token_ids(task, arch, tok_dir)
         candidates = {label_ids[name]: ids for name, ids in targets.items()}
     class_weights = None
-    if ft.class_weights == "balanced" and classifying:  # per class; the other families are unweighted
+    if ft.class_weights == "balanced" and classifying:  # per class
         class_weights = balanced_class_weights([int(e["labels"]) for e in encoded["train"]], num_labels)
+    elif ft.tag_weights == "balanced" and family == "tagging" and not text_to_text:  # per tag, labelled positions
+        class_weights = balanced_class_weights([t for e in encoded["train"] for t in e["labels"].tolist() if t >= 0],
+                                               num_labels)
     module = LMForgeModule(model, optim, class_weights=class_weights, layer_decay=ft.layer_decay)
     data = ObjectiveDataModule(ExampleList(encoded["train"]), ExampleList(encoded["validation"]),
                                batch_size=optim.batch_size, micro_steps=optim.max_steps * optim.accumulate_grad_batches,

@@ -57,14 +57,16 @@ def balanced_class_weights(labels, num_classes: int) -> torch.Tensor:
 
 # the names the heads give their task loss in ``aux`` when ``loss`` adds more (GPT's auxiliary
 # LM, Switch's router losses)
-_TASK_LOSS_NAMES = ("cls_loss", "classification_loss")
+_TASK_LOSS_NAMES = ("cls_loss", "classification_loss", "tagging_loss")
 
 
 def weighted_classification_loss(out, labels: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
     """``F.cross_entropy(logits, labels, weight=weights)`` (the weighted mean: sum of w_y x
-    loss / sum of w_y), plus whatever the head adds to its task loss (GPT-1's ``lm_coef`` x LM
-    loss, Switch's router losses), unchanged."""
-    loss = F.cross_entropy(out.logits.float(), labels.reshape(-1), weight=weights.to(out.logits.device))
+    loss / sum of w_y) over the labelled rows (a tagger's every labelled position; -100 is not
+    one), plus whatever the head adds to its task loss (GPT-1's ``lm_coef`` x LM loss, Switch's
+    router losses), unchanged."""
+    logits = out.logits.float()
+    loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), labels.reshape(-1), weight=weights.to(logits.device))
     task = next((out.aux[k] for k in _TASK_LOSS_NAMES if k in out.aux), None)
     return loss if task is None else loss + (out.loss - task)
 

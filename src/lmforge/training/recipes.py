@@ -142,6 +142,9 @@ class FinetuneRecipe(StrictModel):
     patience: int | None = Field(None, ge=1, description="stop after this many evaluations without improvement (null: off)")
     class_weights: Literal["balanced"] | None = Field(
         None, description="balanced: cross entropy weighted n / (k x count_c) from the training labels (classification)")
+    tag_weights: Literal["balanced"] | None = Field(
+        None, description="balanced: a tagging head's cross entropy weighted n / (k x count_t) from the training "
+                          "tags (the rare B-/I- tags weigh more than O); the heads only, not text to text")
     layer_decay: float | None = Field(None, gt=0, le=1, description="layer-wise learning-rate decay: the top layer and "
                                       "the head at the base rate, each lower layer x this, the embeddings lowest")
     freeze: list[Literal["embeddings", "layers"]] = Field(
@@ -156,6 +159,9 @@ class FinetuneRecipe(StrictModel):
             raise ValueError("pooling applies to the classification heads (mode: classification), not text_to_text")
         if self.class_weights is not None and self.mode != "classification":
             raise ValueError("class_weights apply to the classification heads (mode: classification), not text_to_text")
+        if self.tag_weights is not None and self.mode != "classification":
+            raise ValueError("tag_weights apply to the tagging heads (mode: classification); text_to_text writes "
+                             "the entities")
         if len(set(self.freeze)) != len(self.freeze):
             raise ValueError("freeze: a group is named twice")
         return self
