@@ -42,6 +42,7 @@ def test_tagging_fine_tunes_selects_on_entity_f1_and_saves_a_tagger(project):
     path = project / "pipelines" / "bert.yaml"
     recipe = yaml.safe_load(path.read_text(encoding="utf-8"))
     recipe["finetune"]["class_weights"] = "balanced"  # a classification setting: tagging is unweighted
+    recipe["sizes"]["tiny"].pop("finetune_families", None)  # this budget, not the shipped family budgets
     recipe["sizes"]["tiny"]["finetune"] = {"epochs": 1, "batch_size": 8, "learning_rate": 0.001, "warmup_ratio": 0.2,
                                            "schedule": "linear", "eval_every": 2, "eval_batches": 1}
     path.write_text(yaml.safe_dump(recipe), encoding="utf-8")

@@ -22,6 +22,7 @@ def _t5_budget(project) -> None:
     path = project / "pipelines" / "t5.yaml"
     recipe = yaml.safe_load(path.read_text(encoding="utf-8"))
     assert recipe["finetune"]["mode"] == "text_to_text"
+    recipe["sizes"]["tiny"].pop("finetune_families", None)  # this budget, not the shipped family budgets
     recipe["sizes"]["tiny"]["finetune"] = {"max_steps": 2, "batch_size": 8, "learning_rate": 0.001,
                                            "eval_every": 1, "eval_batches": 1}
     path.write_text(yaml.safe_dump(recipe), encoding="utf-8")
