@@ -85,20 +85,13 @@ def encode_family(task: Task, arch: str, tok_dir: Path, max_length: int, text_to
     family = task.family
     encoded: dict[str, list] = {}
     extra: dict[str, Any] = {}
-    if text_to_text:
-        pairs, prefix = as_pairs(task), text_prefix(task)
+    if family == "generation" or text_to_text:
+        pairs, prefix = (as_pairs(task), text_prefix(task)) if text_to_text else (task.splits, task.prefix)
         for split in SPLITS:
             encoded[split] = encode_pairs(pairs[split], arch, tok_dir, max_length, prefix=prefix)
-            if split != "train":
-                extra[split] = encode_pairs(pairs[split], arch, tok_dir, max_length, prefix=prefix, with_target=False)
-        return FamilyInputs(family, encoded, None, extra, text_to_text=True)
-    if family == "generation":
-        for split in SPLITS:
-            encoded[split] = encode_pairs(task.splits[split], arch, tok_dir, max_length, prefix=task.prefix)
             if split != "train":  # what the model writes from: the inputs without the target
-                extra[split] = encode_pairs(task.splits[split], arch, tok_dir, max_length, prefix=task.prefix,
-                                            with_target=False)
-        return FamilyInputs(family, encoded, None, extra)
+                extra[split] = encode_pairs(pairs[split], arch, tok_dir, max_length, prefix=prefix, with_target=False)
+        return FamilyInputs(family, encoded, None, extra, text_to_text=text_to_text)
     if family == "span_qa":
         for split in SPLITS:
             encoded[split], *extra[split] = encode_questions(task.splits[split], arch, tok_dir, max_length,
