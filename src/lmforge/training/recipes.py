@@ -84,7 +84,7 @@ _EITHER = {"max_steps": "epochs", "epochs": "max_steps", "warmup_steps": "warmup
 def family_budget(base: FinetuneOptimConfig, changes: dict[str, Any]) -> FinetuneOptimConfig:
     """``base`` with ``changes`` (some of its keys) applied: giving ``max_steps`` replaces
     ``epochs`` and the reverse, likewise ``warmup_steps`` and ``warmup_ratio``."""
-    fields = base.model_dump(exclude_unset=False)
+    fields = base.model_dump()
     for key in changes:
         other = _EITHER.get(key)
         if other is not None and other not in changes:
