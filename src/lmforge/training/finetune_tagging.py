@@ -41,9 +41,16 @@ def tagging_scorer(encoded: list[dict[str, np.ndarray]], tagged_words: list[list
 
     def evaluate(model: torch.nn.Module, device) -> dict[str, Any]:
         predicted = predict_tags(model, encoded, tagged_words, sentences, collate, tag_names, device=device)
-        scores = entity_scores(predicted, [list(s.tags) for s in sentences])
-        if not per_type:
-            scores.pop("per_type")
-        return {**scores, "examples": len(sentences)}
+        return sentence_scores(predicted, sentences, per_type=per_type)
 
     return evaluate
+
+
+def sentence_scores(predicted: list[list[str]], sentences: list[TaggedSentence], *, per_type: bool = False
+                    ) -> dict[str, Any]:
+    """The entity scores of ``predicted`` tags against the sentences' own, with ``examples``
+    (``per_type``: the scores per entity type too)."""
+    scores = entity_scores(predicted, [list(s.tags) for s in sentences])
+    if not per_type:
+        scores.pop("per_type")
+    return {**scores, "examples": len(sentences)}

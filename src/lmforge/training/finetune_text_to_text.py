@@ -13,10 +13,10 @@ import numpy as np
 import torch
 
 from ..finetuning.metrics.spans import squad_scores
-from ..finetuning.metrics.tagging import entity_scores
 from ..finetuning.tasks import Task
 from ..finetuning.text_to_text_families import entity_types, tags_from_text
 from .finetune_generation import write
+from .finetune_tagging import sentence_scores
 
 
 def text_to_text_scorer(arch: str, prompts: list[dict[str, np.ndarray]], task: Task, split: str, collate: Callable,
@@ -32,11 +32,8 @@ def text_to_text_scorer(arch: str, prompts: list[dict[str, np.ndarray]], task: T
         if task.family == "span_qa":
             scores: dict[str, Any] = squad_scores(written, [[a.text for a in q.answers] for q in examples])
         else:
-            predicted = [tags_from_text(w, s.words, types) for w, s in zip(written, examples)]
-            scores = entity_scores(predicted, [list(s.tags) for s in examples])
-            if not per_type:
-                scores.pop("per_type")
-            scores["examples"] = len(examples)
+            scores = sentence_scores([tags_from_text(w, s.words, types) for w, s in zip(written, examples)], examples,
+                                     per_type=per_type)
         if samples:
             scores["samples"] = [{"id": e.id, "written": w} for e, w in zip(examples[:samples], written)]
         return scores
