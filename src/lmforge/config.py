@@ -132,6 +132,22 @@ class CleanConfig(_Strict):
     near_dedup: NearDedupConfig = NearDedupConfig()
 
 
+# ----------------------------------------------------------------------------- where the data stages run
+
+
+class ExecutorConfig(_Strict):
+    """Where the data stages (clean, tokenize) run their shards and partitions. Either way the
+    output is the same, byte for byte, so the choice is not one of the stages' parameters."""
+
+    kind: Literal["local", "ray"] = Field(
+        "local", description="local: this machine's process pool; ray: Ray tasks on a cluster")
+    ray_address: str | None = Field(
+        None, description="null: a Ray instance started on this machine for the stage; 'auto': the cluster this "
+                          "machine joined with `ray start`; 'HOST:6379' or 'ray://HOST:10001'")
+    cpus_per_task: float = Field(1.0, gt=0, description="CPUs Ray reserves for each task")
+    max_retries: int = Field(3, ge=0, description="times Ray runs a task again after its worker process died")
+
+
 # ----------------------------------------------------------------------------- tokenizers
 
 
@@ -410,6 +426,7 @@ class Params(_Strict):
     tracking: TrackingConfig = TrackingConfig()
     checks: ChecksConfig = ChecksConfig()
     orchestrate: OrchestrateConfig = OrchestrateConfig()
+    executor: ExecutorConfig = ExecutorConfig()
     # ``--set <recipe file>:<key>=<value>`` (DVC's spelling of a value in another parameters file):
     # recipe values changed for one command, applied when the recipe is read. Never written to
     # or read from params.yaml; the recipe files hold the lasting values.

@@ -1,6 +1,6 @@
 """The clean stage: ingest -> URL dedup -> the C4 rules, language ID, bad words -> line dedup ->
 MinHash near-dup dedup -> the final shards and ``stats.json``. This module runs the phases
-(each resumable, shard by shard or partition by partition, in a process pool); the
+(each resumable, shard by shard or partition by partition, on an executor: a process pool or Ray tasks); the
 cross-document passes are in ``dedup/``. See docs/CLEANING.md.
 """
 
@@ -13,9 +13,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +21,12 @@ import pyarrow.parquet as pq
 
 from .. import __version__
 from ..artifacts import atomic_write_bytes, atomic_write_json, fingerprint, finished, sha256_file, staged_dir
-from ..config import CleanConfig
+from ..config import CleanConfig, ExecutorConfig
 from ..corpus.document import SCHEMA, CorpusError, Document
 from ..corpus.sources import InputReport, iter_documents
 from ..corpus.stdlib import CORPUS_VERSION
-from ..progress import Progress
+from ..executors import open_executor
+from ..executors.base import phase_name
 from .dedup.lines import dedup_apply, dedup_map, dedup_reduce
 from .dedup.minhash import cluster_sizes, minhash_map, minhash_reduce, near_duplicates
 from .dedup.urls import normalize_url, url_losers, url_map, url_reduce
@@ -40,7 +39,7 @@ _PART_DOCS = 1_000_000  # URL and MinHash partitions: about this many documents 
 
 
 # ----------------------------------------------------------------------------- the stage's own passes
-# Top-level so the process pool can pickle them; each returns False when its unit was done.
+# Top-level so an executor (process pool, Ray) can send them; each returns False when its unit was done.
 
 _STEPS_CACHE: dict[str, list] = {}
 
@@ -98,6 +97,7 @@ class CleanResult:
     stats: dict[str, Any]
     seconds: float
     skipped: bool = False
+    execution: dict[str, Any] | None = None  # the executor and each phase's units, time and workers
 
 
 def _package_versions(selection: bool | list[str]) -> list[list[str]]:
@@ -179,8 +179,10 @@ def _ingest(cfg: CleanConfig, wd: Path, log: Callable[[str], None]) -> dict[str,
     return manifest
 
 
-def run_clean(cfg: CleanConfig, log: Callable[[str], None] = print) -> CleanResult:
-    """Run the clean stage to completion (resuming unfinished work) and return its stats."""
+def run_clean(cfg: CleanConfig, log: Callable[[str], None] = print, executor: ExecutorConfig | None = None) -> CleanResult:
+    """Run the clean stage to completion (resuming unfinished work) and return its stats.
+    ``executor``: where the units run (default: this machine's process pool); the output is the
+    same on every executor."""
     t0 = time.perf_counter()
     output = Path(cfg.output)
     wd = work_dir(output)
@@ -201,34 +203,29 @@ def run_clean(cfg: CleanConfig, log: Callable[[str], None] = print) -> CleanResu
     manifest = _ingest(cfg, wd, log)
     n_shards = manifest["shards"]
     workers = cfg.workers or os.cpu_count() or 1
-    cfg_json = cfg.model_dump_json()
-    ctx = get_context("spawn")
-    with ProcessPoolExecutor(max_workers=min(workers, max(1, n_shards)), mp_context=ctx) as pool:
+    work = str(wd.resolve())  # the units may run in other processes, on other machines, in other folders
+    cfg_json = _task_config(cfg).model_dump_json()
+    with open_executor(executor or ExecutorConfig(), min(workers, max(1, n_shards)), log) as ex:
 
         def run_all(fn: Callable[..., bool], args: list[tuple]) -> None:
-            futures = [pool.submit(fn, *a) for a in args]
-            done: list[bool] = []
-            with Progress(len(futures), f"clean: {fn.__name__.strip('_').replace('_', ' ')}", "units") as bar:
-                for fut in as_completed(futures):
-                    done.append(fut.result())
-                    bar.update(len(done))
+            done = ex.map(fn, args, f"clean: {phase_name(fn)}")
             if not all(done):
                 log(f"{fn.__name__.strip('_')}: {done.count(False)} of {len(done)} units already done, reused")
 
         n_url_parts = 0
         if cfg.urls.dedup:
             n_url_parts = max(1, math.ceil(manifest["documents"] / _PART_DOCS))
-            run_all(url_map, [(str(wd), s, cfg_json, n_url_parts) for s in range(n_shards)])
-            run_all(url_reduce, [(str(wd), p, n_shards, cfg.shard_size) for p in range(n_url_parts)])
-        run_all(_filter_shard, [(str(wd), s, cfg_json, n_url_parts) for s in range(n_shards)])
+            run_all(url_map, [(work, s, cfg_json, n_url_parts) for s in range(n_shards)])
+            run_all(url_reduce, [(work, p, n_shards, cfg.shard_size) for p in range(n_url_parts)])
+        run_all(_filter_shard, [(work, s, cfg_json, n_url_parts) for s in range(n_shards)])
         log("filter: done")
 
         source = "filter"
         if cfg.line_dedup.mode != "off":
             n_parts = max(1, math.ceil(manifest["bytes"] / _PART_BYTES))
-            run_all(dedup_map, [(str(wd), s, cfg.line_dedup.mode, cfg.line_dedup.span_sentences, n_parts) for s in range(n_shards)])
-            run_all(dedup_reduce, [(str(wd), p, n_shards, cfg.shard_size) for p in range(n_parts)])
-            run_all(dedup_apply, [(str(wd), s, cfg_json, n_parts) for s in range(n_shards)])
+            run_all(dedup_map, [(work, s, cfg.line_dedup.mode, cfg.line_dedup.span_sentences, n_parts) for s in range(n_shards)])
+            run_all(dedup_reduce, [(work, p, n_shards, cfg.shard_size) for p in range(n_parts)])
+            run_all(dedup_apply, [(work, s, cfg_json, n_parts) for s in range(n_shards)])
             source = "dedup"
             log(f"line dedup ({cfg.line_dedup.mode}): done")
 
@@ -237,8 +234,8 @@ def run_clean(cfg: CleanConfig, log: Callable[[str], None] = print) -> CleanResu
         if cfg.near_dedup.enabled:
             nd = cfg.near_dedup
             n_parts = max(1, math.ceil(manifest["documents"] / _PART_DOCS))
-            run_all(minhash_map, [(str(wd), s, cfg_json, source, n_parts) for s in range(n_shards)])
-            run_all(minhash_reduce, [(str(wd), u, n_shards, nd.verify_threshold) for u in range(nd.bands * n_parts)])
+            run_all(minhash_map, [(work, s, cfg_json, source, n_parts) for s in range(n_shards)])
+            run_all(minhash_reduce, [(work, u, n_shards, nd.verify_threshold) for u in range(nd.bands * n_parts)])
             near_drops = near_duplicates(wd, nd.bands * n_parts)
             clusters = cluster_sizes(near_drops)
             log(f"near dedup: {len(near_drops)} near-duplicates")
@@ -247,7 +244,8 @@ def run_clean(cfg: CleanConfig, log: Callable[[str], None] = print) -> CleanResu
         per_shard: list[dict[int, int]] = [{} for _ in range(n_shards)]
         for o, root in near_drops.items():
             per_shard[o // cfg.shard_size][o] = root
-        run_all(_write_final, [(str(wd), s, source, per_shard[s], cfg.dropped_samples) for s in range(n_shards)])
+        run_all(_write_final, [(work, s, source, per_shard[s], cfg.dropped_samples) for s in range(n_shards)])
+        execution = {"executor": ex.name, "phases": {r.name: r.to_dict() for r in ex.phases}}
 
     # Publish: the shards, stats.json and the dropped samples go into a staged folder that
     # replaces the output whole; then the work folder (beside the output) goes, unless it is
@@ -263,7 +261,15 @@ def run_clean(cfg: CleanConfig, log: Callable[[str], None] = print) -> CleanResu
         write_charts(staged, clean_charts(stats), log)
     if not cfg.keep_work:
         shutil.rmtree(wd, ignore_errors=True)
-    return CleanResult(output, stats, time.perf_counter() - t0)
+    return CleanResult(output, stats, time.perf_counter() - t0, execution=execution)
+
+
+def _task_config(cfg: CleanConfig) -> CleanConfig:
+    """The configuration the units read, with its one file path made absolute: a unit may run in
+    another folder or on another machine (which must see the same path)."""
+    if cfg.bad_words.path is None:
+        return cfg
+    return cfg.model_copy(update={"bad_words": cfg.bad_words.model_copy(update={"path": str(Path(cfg.bad_words.path).resolve())})})
 
 
 def work_dir(output: Path) -> Path:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,19 +25,21 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 import numpy as np
+import pyarrow.parquet as pq
 from tokenizers import Encoding, Tokenizer
 
 from .. import __version__
-from ..artifacts import fingerprint, finished, sha256_file, staged_dir
+from ..artifacts import atomic_write_bytes, atomic_write_json, fingerprint, finished, sha256_file, staged_dir
+from ..cleaning.storage import is_done, save_npy
 from ..cleaning.text import sentence_starts
-from ..config import Params
+from ..config import ExecutorConfig, Params, SplitConfig
 from ..corpus.document import CorpusError
 from ..errors import LmforgeError
 from ..layout import corpus_dir, token_store_dir, tokenizer_dir
-from ..progress import Progress
+from ..executors import open_executor
 from ..splits import SPLITS, split_of
 from ..token_flags import SENTENCE_START, WORD_START
-from .corpus import clean_shards, iter_clean
+from .corpus import clean_shards
 from .train import tokenizer_sha256
 
 FILES = ("tokens.bin", "flags.bin", "doc_offsets.bin", "doc_ids.jsonl")
@@ -110,6 +113,60 @@ class _SplitWriter:
         }
 
 
+    def append_part(self, part: Path) -> None:
+        """Append one shard's encoded documents (written by ``encode_shard``), in order."""
+        lengths = np.load(part / "lengths.npy")
+        self._write("tokens.bin", (part / "tokens.bin").read_bytes())
+        self._write("flags.bin", (part / "flags.bin").read_bytes())
+        self._write("doc_offsets.bin", (self.tokens + np.cumsum(lengths, dtype=np.int64)).tobytes())
+        self._write("doc_ids.jsonl", (part / "doc_ids.jsonl").read_bytes())
+        self.tokens += int(lengths.sum())
+        self.documents += len(lengths)
+
+
+# ----------------------------------------------------------------------------- one shard, on an executor
+
+_TOKENIZERS: dict[str, Tokenizer] = {}
+
+
+def encode_shard(shard: str, tokenizer: str, part: str, split_json: str, batch_size: int) -> int | None:
+    """Encode one clean shard into ``part/<split>/`` (tokens, flags, each document's length, ids);
+    returns the shard's bytes of text, or None when the part was already done. Run by the
+    executor (this process, a process pool or a Ray task), so only paths and JSON go in."""
+    out = Path(part)
+    marker = out / "part.done"
+    if is_done(marker):
+        return None
+    if tokenizer not in _TOKENIZERS:
+        _TOKENIZERS.clear()
+        _TOKENIZERS[tokenizer] = Tokenizer.from_file(tokenizer)
+    tok = _TOKENIZERS[tokenizer]
+    dtype = token_dtype(tok.get_vocab_size())
+    split_cfg = SplitConfig.model_validate_json(split_json)
+    parts = {name: {"tokens": [], "flags": [], "lengths": [], "ids": []} for name in SPLITS}
+    n_bytes = 0
+    for batch in pq.ParquetFile(shard).iter_batches(batch_size=batch_size, columns=["id", "text"]):
+        ids, texts = batch.column("id").to_pylist(), batch.column("text").to_pylist()
+        encs = tok.encode_batch(texts, add_special_tokens=False)
+        for doc_id, text, enc in zip(ids, texts, encs):
+            p = parts[split_of(doc_id, split_cfg)]
+            p["tokens"].append(np.asarray(enc.ids, dtype=dtype).tobytes())
+            p["flags"].append(token_flags(enc, text).tobytes())
+            p["lengths"].append(len(enc.ids))
+            p["ids"].append(json.dumps(doc_id, ensure_ascii=False) + "\n")
+            n_bytes += len(text.encode("utf-8"))
+    written = []
+    for name, p in parts.items():
+        d = out / name
+        written += [atomic_write_bytes(d / "tokens.bin", b"".join(p["tokens"])),
+                    atomic_write_bytes(d / "flags.bin", b"".join(p["flags"])),
+                    atomic_write_bytes(d / "doc_ids.jsonl", "".join(p["ids"]).encode("utf-8"))]
+        save_npy(d / "lengths.npy", np.asarray(p["lengths"], dtype=np.int64))
+        written.append(d / "lengths.npy")
+    atomic_write_json(marker, {"outputs": {str(w.relative_to(out)): sha256_file(w) for w in written}, "bytes": n_bytes})
+    return n_bytes
+
+
 def _fingerprint(params: Params, kind: str, tok_sha: str) -> str:
     """The tokenizer's checksum, the clean corpus's shard checksums and the split."""
     return fingerprint(kind, tok_sha, clean_shards(params), params.split.model_dump(mode="json"))
@@ -123,15 +180,17 @@ def _intact(directory: Path) -> bool:
     return True
 
 
-def build_store(params: Params, kind: str, log: Callable[[str], None] = print) -> dict[str, Any]:
-    """Encode the clean corpus with the trained ``kind`` tokenizer; up to date stores are kept."""
+def build_store(params: Params, kind: str, log: Callable[[str], None] = print,
+                executor: ExecutorConfig | None = None) -> dict[str, Any]:
+    """Encode the clean corpus with the trained ``kind`` tokenizer, shard by shard on ``executor``
+    (default: in this process); up to date stores are kept. The store is the same on every
+    executor: the shards' parts are joined in shard order."""
     tok_dir = tokenizer_dir(params, kind)
     if not (tok_dir / "tokenizer.json").exists():
         raise StoreError(f"{tok_dir}: no trained {kind} tokenizer; run `lmforge tokenizer` first")
     src = corpus_dir(params)
     if not (src / "stats.json").exists():
         raise CorpusError(f"{src}: no cleaned corpus (stats.json missing); run `lmforge clean` first")
-    documents = json.loads((src / "stats.json").read_text(encoding="utf-8")).get("documents_out")  # None: unknown
     tok_sha = tokenizer_sha256(tok_dir)
     out = token_store_dir(params, kind)
     fp = _fingerprint(params, kind, tok_sha)
@@ -141,27 +200,29 @@ def build_store(params: Params, kind: str, log: Callable[[str], None] = print) -
         return prev
     tok = Tokenizer.from_file(str(tok_dir / "tokenizer.json"))
     dtype = token_dtype(tok.get_vocab_size())
+    shards = sorted(src.glob("shard-*.parquet"))
+    work = out.with_name(f".{out.name}.work")  # the shards' parts, beside the output; kept until it is published
+    left = work / "fingerprint"
+    if work.exists() and (not left.exists() or left.read_text(encoding="utf-8").strip() != fp):
+        shutil.rmtree(work)  # parts of another tokenizer, corpus or split
+    work.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(work / "fingerprint", fp.encode())
+    t0 = time.perf_counter()
+    # Local: one shard after another in this process (the tokenizer encodes each batch on every
+    # core); Ray: one task per shard.
+    with open_executor(executor or ExecutorConfig(), 0, log) as ex:
+        args = [(str(sh.resolve()), str((tok_dir / "tokenizer.json").resolve()), str((work / sh.stem).resolve()),
+                 params.split.model_dump_json(), params.tokenize.batch_size) for sh in shards]
+        done = ex.map(encode_shard, args, f"token store {kind}")
+        execution = {"executor": ex.name, "phases": {r.name: r.to_dict() for r in ex.phases}}
+    if None in done:
+        log(f"token store {kind}: {done.count(None)} of {len(done)} shards already encoded, reused")
+    n_bytes = sum(json.loads((work / sh.stem / "part.done").read_text(encoding="utf-8"))["bytes"] for sh in shards)
     with staged_dir(out) as tmp:
         writers = {s: _SplitWriter(tmp / s, dtype) for s in SPLITS}
-        t0 = time.perf_counter()
-        n_bytes = 0
-        batch: list[tuple[str, str]] = []
-
-        def flush(bar: Progress) -> None:
-            encs = tok.encode_batch([t for _, t in batch], add_special_tokens=False)
-            for (doc_id, text), enc in zip(batch, encs):
-                writers[split_of(doc_id, params.split)].add(doc_id, enc.ids, token_flags(enc, text))
-            bar.update(bar.done + len(batch))
-            batch.clear()
-
-        with Progress(documents, f"token store {kind}", "documents") as bar:
-            for doc_id, text in iter_clean(src, params.tokenize.batch_size):
-                batch.append((doc_id, text))
-                n_bytes += len(text.encode("utf-8"))
-                if len(batch) >= params.tokenize.batch_size:
-                    flush(bar)
-            if batch:
-                flush(bar)
+        for sh in shards:
+            for name, writer in writers.items():
+                writer.append_part(work / sh.stem / name)
         seconds = time.perf_counter() - t0
         manifest = {
             "kind": kind,
@@ -180,6 +241,8 @@ def build_store(params: Params, kind: str, log: Callable[[str], None] = print) -
         if sum(v["documents"] for v in manifest["splits"].values()) == 0:
             raise CorpusError(f"{src}: the cleaned corpus has no documents to tokenize")
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    shutil.rmtree(work, ignore_errors=True)
+    manifest["execution"] = execution  # for the caller (Dagster's metadata); not in the file
     total = sum(v["tokens"] for v in manifest["splits"].values())
     log(f"token store {kind}: {total:,} tokens; encoded {n_bytes / 1e6:.1f} MB in {seconds:.1f}s "
         f"({n_bytes / 1e6 / max(seconds, 1e-9):.2f} MB/s)")

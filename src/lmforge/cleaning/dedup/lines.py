@@ -63,7 +63,7 @@ def _drop_sentences(text: str, remove: set[int]) -> str:
 
 
 # ----------------------------------------------------------------------------- the passes
-# Top-level so the process pool can pickle them; each returns False when its unit was done.
+# Top-level so an executor (process pool, Ray) can send them; each returns False when its unit was done.
 
 
 def dedup_map(work: str, shard: int, mode: str, span: int, n_parts: int) -> bool:

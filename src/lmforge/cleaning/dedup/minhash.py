@@ -100,7 +100,7 @@ class UnionFind:
 
 
 # ----------------------------------------------------------------------------- the passes
-# Top-level so the process pool can pickle them; each returns False when its unit was done.
+# Top-level so an executor (process pool, Ray) can send them; each returns False when its unit was done.
 
 
 def minhash_map(work: str, shard: int, cfg_json: str, source: str, n_parts: int) -> bool:

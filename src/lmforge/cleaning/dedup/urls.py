@@ -40,7 +40,7 @@ def normalize_url(url: str, tracking_query_prefixes: tuple[str, ...] | list[str]
 
 
 # ----------------------------------------------------------------------------- the passes
-# Top-level so the process pool can pickle them; each returns False when its unit was done.
+# Top-level so an executor (process pool, Ray) can send them; each returns False when its unit was done.
 
 
 def url_map(work: str, shard: int, cfg_json: str, n_parts: int) -> bool:

@@ -11,8 +11,8 @@ from ..kind import CheckOutcome, CheckSpec, StageKind, Table, charts, read_recor
 def run(params: Params, stage, log) -> dict:
     from ...cleaning.stage import run_clean
 
-    result = run_clean(params.clean, log=log)
-    return {"stats": result.stats, "seconds": result.seconds, "skipped": result.skipped}
+    result = run_clean(params.clean, log=log, executor=params.executor)
+    return {"stats": result.stats, "seconds": result.seconds, "skipped": result.skipped, "execution": result.execution}
 
 
 def summary(stage, result: dict) -> str:

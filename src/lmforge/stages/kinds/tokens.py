@@ -11,7 +11,7 @@ from ..kind import CheckOutcome, CheckSpec, StageKind, read_record, read_json_or
 def run(params: Params, stage, log) -> dict:
     from ...tokenization.store import build_store
 
-    return build_store(params, stage.key["kind"], log=log)
+    return build_store(params, stage.key["kind"], log=log, executor=params.executor)
 
 
 def summary(stage, result: dict) -> str:

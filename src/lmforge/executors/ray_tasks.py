@@ -1,0 +1,105 @@
+"""The Ray executor: each unit is a Ray task on the cluster ``executor.ray_address`` names (or
+on a Ray instance started on this machine for the stage).
+
+A task whose worker process dies (killed, out of memory, its node lost) is run again by Ray up
+to ``executor.max_retries`` times; the units write their files atomically and mark them done
+last, so a rerun writes the same bytes. A unit that raises (bad input) is not retried: the
+phase stops with that unit's own error, as on the local executor.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ..config import ExecutorConfig
+from ..errors import LmforgeError
+from ..progress import Progress
+from .base import PhaseReport, timed_call
+
+
+class RayUnavailable(LmforgeError, RuntimeError):
+    """Ray is not installed, or the cluster cannot be reached."""
+
+
+def _import_ray():
+    try:
+        import ray
+    except ImportError:
+        raise RayUnavailable("executor.kind: ray needs Ray; install it with pip install 'lmforge[ray]'") from None
+    return ray
+
+
+class RayExecutor:
+    name = "ray"
+
+    def __init__(self, cfg: ExecutorConfig, local_cpus: int, log: Callable[[str], None] = print):
+        ray = self.ray = _import_ray()
+        self.cfg = cfg
+        self.phases: list[PhaseReport] = []
+        self.owns_connection = not ray.is_initialized()  # connected by the caller (Dagster's resource): left open
+        if self.owns_connection:
+            options: dict[str, Any] = {"address": cfg.ray_address, "include_dashboard": False,
+                                       "log_to_driver": False, "configure_logging": False}
+            if cfg.ray_address is None:
+                options["num_cpus"] = local_cpus if local_cpus > 0 else (os.cpu_count() or 1)
+            try:
+                ray.init(**options)
+            except (ConnectionError, RuntimeError, ValueError) as exc:
+                where = cfg.ray_address or "a new local instance"
+                raise RayUnavailable(f"executor.ray_address: cannot connect to Ray at {where}: "
+                                     f"{str(exc).strip().splitlines()[0]}") from None
+        resources = ray.cluster_resources()
+        self.cluster = {"nodes": len([n for n in ray.nodes() if n.get("Alive")]), "cpus": resources.get("CPU", 0)}
+        log(f"ray: {self.cluster['nodes']} node(s), {self.cluster['cpus']:g} CPUs; "
+            f"{cfg.cpus_per_task:g} CPU per task, up to {cfg.max_retries} retries")
+        self.task = ray.remote(timed_call)
+
+    def map(self, fn: Callable[..., Any], args: list[tuple], label: str) -> list[Any]:
+        ray = self.ray
+        report = PhaseReport(label, units=len(args))
+        self.phases.append(report)
+        t0 = time.perf_counter()
+        name = fn.__name__.strip("_")
+        task = self.task.options(name=f"lmforge.{name}", num_cpus=self.cfg.cpus_per_task,
+                                 max_retries=self.cfg.max_retries, retry_exceptions=False)
+        refs = [task.remote(fn, *a) for a in args]
+        index = {ref: i for i, ref in enumerate(refs)}
+        results: list[Any] = [None] * len(refs)
+        pending = list(refs)
+        with Progress(len(refs), label, "units") as bar:
+            try:
+                while pending:
+                    ready, pending = ray.wait(pending, num_returns=1)
+                    for ref in ready:
+                        result, host, worker, seconds = self._get(ref, label)
+                        results[index[ref]] = result
+                        report.unit_seconds.append(seconds)
+                        report.workers.add(worker)
+                        report.hosts.add(host)
+                    bar.update(len(refs) - len(pending))
+            except BaseException:
+                for ref in pending:
+                    ray.cancel(ref)
+                raise
+        report.seconds = time.perf_counter() - t0
+        return results
+
+    def _get(self, ref, label: str):
+        ray = self.ray
+        try:
+            return ray.get(ref)
+        except ray.exceptions.RayTaskError as exc:  # the unit raised: its own error, one line
+            cause = exc.cause if isinstance(exc.cause, BaseException) else None
+            if cause is not None:
+                raise cause from None
+            raise
+        except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError) as exc:
+            raise LmforgeError(f"{label}: a unit's worker died {self.cfg.max_retries + 1} times "
+                               f"(executor.max_retries: {self.cfg.max_retries}): {type(exc).__name__}") from None
+
+    def close(self) -> None:
+        if self.owns_connection and self.ray.is_initialized():
+            self.ray.shutdown()
