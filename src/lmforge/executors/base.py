@@ -20,7 +20,7 @@ class PhaseReport:
     seconds: float = 0.0  # wall clock of the phase
     unit_seconds: list[float] = field(default_factory=list)  # each unit's own time, where it ran
     workers: set[str] = field(default_factory=set)  # host:pid of the processes that ran units
-    hosts: set[str] = field(default_factory=set)
+    hosts: set[str] = field(default_factory=set)  # where they ran: host names, or Ray nodes
 
     def to_dict(self) -> dict[str, Any]:
         times = sorted(self.unit_seconds)

@@ -32,6 +32,14 @@ def _import_ray():
     return ray
 
 
+def ray_unit(fn: Callable[..., Any], *args: Any) -> tuple[Any, str, str, float]:
+    """``timed_call`` in a Ray worker, naming the Ray node (several nodes may share a host)."""
+    import ray
+
+    result, _, worker, seconds = timed_call(fn, *args)
+    return result, f"node {ray.get_runtime_context().get_node_id()[:8]}", worker, seconds
+
+
 class RayExecutor:
     name = "ray"
 
@@ -55,7 +63,7 @@ class RayExecutor:
         self.cluster = {"nodes": len([n for n in ray.nodes() if n.get("Alive")]), "cpus": resources.get("CPU", 0)}
         log(f"ray: {self.cluster['nodes']} node(s), {self.cluster['cpus']:g} CPUs; "
             f"{cfg.cpus_per_task:g} CPU per task, up to {cfg.max_retries} retries")
-        self.task = ray.remote(timed_call)
+        self.task = ray.remote(ray_unit)
 
     def map(self, fn: Callable[..., Any], args: list[tuple], label: str) -> list[Any]:
         ray = self.ray

@@ -137,15 +137,19 @@ def encode_shard(shard: str, tokenizer: str, part: str, split_json: str, batch_s
     marker = out / "part.done"
     if is_done(marker):
         return None
+    source = pq.ParquetFile(shard)
     if tokenizer not in _TOKENIZERS:
         _TOKENIZERS.clear()
-        _TOKENIZERS[tokenizer] = Tokenizer.from_file(tokenizer)
+        try:
+            _TOKENIZERS[tokenizer] = Tokenizer.from_file(tokenizer)
+        except Exception as exc:  # noqa: BLE001 - the Rust library's error names no file
+            raise StoreError(f"{tokenizer}: cannot load the tokenizer: {exc}") from None
     tok = _TOKENIZERS[tokenizer]
     dtype = token_dtype(tok.get_vocab_size())
     split_cfg = SplitConfig.model_validate_json(split_json)
     parts = {name: {"tokens": [], "flags": [], "lengths": [], "ids": []} for name in SPLITS}
     n_bytes = 0
-    for batch in pq.ParquetFile(shard).iter_batches(batch_size=batch_size, columns=["id", "text"]):
+    for batch in source.iter_batches(batch_size=batch_size, columns=["id", "text"]):
         ids, texts = batch.column("id").to_pylist(), batch.column("text").to_pylist()
         encs = tok.encode_batch(texts, add_special_tokens=False)
         for doc_id, text, enc in zip(ids, texts, encs):
