@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Iterator
 
@@ -23,17 +23,19 @@ from dagster import (
     AssetsDefinition,
     Failure,
     MaterializeResult,
+    MetadataValue,
     PipesSubprocessClient,
     asset,
     asset_check,
 )
 
 from lmforge.config import Params
+from lmforge.slots import slot_count, slot_gpus, training_slot, visible_gpus
 from lmforge.stages import KINDS, CheckSpec, Stage, StageGraph, dvc_yaml, missing_param_keys, run_checks
 
 from .launch import summary_metadata
 from .metadata import stage_metadata
-from .resources import DvcResource, MLflowResource, ParamsResource
+from .resources import DvcResource, MLflowResource, ParamsResource, RayResource
 
 HERE = Path(__file__).resolve().parent
 
@@ -100,6 +102,28 @@ def _stale_reason(graph: StageGraph, params_file: Path) -> str | None:
     return None if path.read_text(encoding="utf-8") == current else "dvc.yaml does not match params.yaml and the recipes"
 
 
+# the stages whose units run on ``executor`` (this machine's processes or a Ray cluster)
+EXECUTOR_KINDS = frozenset({"clean", "tokens"})
+
+
+def gpus_per_training(params: Params) -> int:
+    """The GPUs one training takes: ``train.devices`` when it names a count, else one."""
+    devices = params.train.devices
+    return devices if isinstance(devices, int) and devices > 0 else 1
+
+
+def execution_metadata(result) -> dict:
+    """Where a data stage's units ran (``executor``) and each phase's units, time and workers."""
+    execution = result.get("execution") if isinstance(result, dict) else None
+    if not execution:
+        return {}
+    rows = ["| phase | units | s | unit s (sum) | unit s (max) | worker processes | where |", "|" + "---|" * 7]
+    for name, ph in execution["phases"].items():
+        rows.append(f"| {name} | {ph['units']} | {ph['seconds']} | {ph['unit_seconds_total']} | {ph['unit_seconds_max']} "
+                    f"| {ph['worker_processes']} | {', '.join(ph['hosts'])} |")
+    return {"executor": execution["executor"], "executor_phases": MetadataValue.md("\n".join(rows))}
+
+
 def asset_pool(stage: Stage) -> str:
     """The Dagster concurrency pool of a stage's asset: one per asset, limited to one step at a
     time by the instance (``concurrency.pools.default_limit: 1`` in dagster.yaml), so two runs
@@ -113,7 +137,8 @@ def stage_asset(stage: Stage, graph: StageGraph, max_runtime_s: int) -> AssetsDe
     tags = {"lmforge/stage": stage.kind}
     if stage.key.get("arch"):
         tags["lmforge/architecture"] = stage.key["arch"]
-    op_tags = {"dagster/max_runtime": max_runtime_s} if stage.subprocess else None
+    # a training: its run time limit, and the tag the multiprocess executor counts against training_slots
+    op_tags = {"dagster/max_runtime": max_runtime_s, "lmforge/slot": "training"} if stage.subprocess else None
 
     @asset(
         name=stage.name,
@@ -128,22 +153,35 @@ def stage_asset(stage: Stage, graph: StageGraph, max_runtime_s: int) -> AssetsDe
         metadata={"outputs": ", ".join(stage.paths), "dvc_stage": stage.name,
                   "params": ", ".join([*stage.params, *(f"{stage.recipe}:{k}" for k in stage.recipe_params)])},
     )
-    def _materialize(context, params: ParamsResource, mlflow: MLflowResource, dvc: DvcResource,
+    def _materialize(context, params: ParamsResource, mlflow: MLflowResource, dvc: DvcResource, ray: RayResource,
                      pipes_subprocess_client: PipesSubprocessClient) -> MaterializeResult:
         p = params.load()
+        if stage.kind in EXECUTOR_KINDS:
+            p = p.model_copy(update={"executor": ray.executor(p)})
         reported: dict = {}
-        if stage.subprocess and not trains_in_process(p):
-            env = {**os.environ, "DAGSTER_RUN_ID": context.run.run_id,
-                   "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE.parent), os.environ.get("PYTHONPATH")]))}
-            invocation = pipes_subprocess_client.run(context=context, command=launch_command(stage, p, params.file),
-                                                     env=env, cwd=str(root))
-            for result in invocation.get_results():
-                reported.update({f"reported/{k}": v for k, v in (getattr(result, "metadata", None) or {}).items()})
-        else:
-            with in_project(root, context.run.run_id):
-                result = stage.run(p, context.log.info)
-            if stage.subprocess:  # the figures a launched process reports through Pipes
-                reported.update({f"reported/{k}": v for k, v in summary_metadata(result).items()})
+        with ExitStack() as stack:
+            env = {}
+            if stage.subprocess:  # a training holds a slot: its own GPUs, never another training's
+                gpus, per = visible_gpus(), gpus_per_training(p)
+                slot = stack.enter_context(training_slot(root, slot_count(p.orchestrate.training_slots, gpus, per),
+                                                         context.log.info))
+                reported["training_slot"] = slot
+                mine = slot_gpus(slot, gpus, per)
+                if mine:
+                    env["CUDA_VISIBLE_DEVICES"] = reported["gpus"] = ",".join(mine)
+            if stage.subprocess and not trains_in_process(p):
+                env = {**os.environ, **env, "DAGSTER_RUN_ID": context.run.run_id,
+                       "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE.parent), os.environ.get("PYTHONPATH")]))}
+                invocation = pipes_subprocess_client.run(context=context, command=launch_command(stage, p, params.file),
+                                                         env=env, cwd=str(root))
+                for result in invocation.get_results():
+                    reported.update({f"reported/{k}": v for k, v in (getattr(result, "metadata", None) or {}).items()})
+            else:
+                with in_project(root, context.run.run_id):
+                    result = stage.run(p, context.log.info)
+                if stage.subprocess:  # the figures a launched process reports through Pipes
+                    reported.update({f"reported/{k}": v for k, v in summary_metadata(result).items()})
+                reported.update(execution_metadata(result))
         meta = stage_metadata(stage, p, root, lambda run_id: mlflow.run_url(p, root, run_id))
         meta.update(reported)
         if p.orchestrate.dvc_commit:

@@ -10,14 +10,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from dagster import Definitions, PipesSubprocessClient, in_process_executor
+from dagster import Definitions, ExecutorDefinition, PipesSubprocessClient, in_process_executor, multiprocess_executor
 
-from lmforge.config import load_params
+from lmforge.config import Params, load_params
 from lmforge.stages import StageGraph, build_stages
 
-from .assets import build_assets
+from .assets import build_assets, gpus_per_training
 from .jobs import build_jobs, build_schedules
-from .resources import DvcResource, MLflowResource, ParamsResource, project_root
+from .resources import DvcResource, MLflowResource, ParamsResource, RayResource, project_root
 from .sensors import new_raw_files_sensor
 
 
@@ -33,10 +33,26 @@ def build_definitions(root: str | os.PathLike | None = None, params_path: str | 
         "mlflow": MLflowResource(),
         "dvc": DvcResource(),
         "pipes_subprocess_client": PipesSubprocessClient(),
+        "ray": RayResource(address=os.environ.get("LMFORGE_RAY_ADDRESS", "")),
     }
     return Definitions(assets=assets, asset_checks=checks, jobs=jobs, schedules=build_schedules(jobs, params),
                        sensors=[new_raw_files_sensor(jobs[0], params, root)], resources=resources,
-                       executor=in_process_executor)
+                       executor=run_executor(params))
+
+
+def run_executor(params: Params) -> ExecutorDefinition:
+    """``orchestrate.executor``: every step in the run's process, or independent steps at once in
+    processes of their own, at most ``max_concurrent`` (0: one per core) and at most
+    ``training_slots`` trainings (the assets tagged ``lmforge/slot: training``)."""
+    o = params.orchestrate
+    if o.executor == "in_process":
+        return in_process_executor
+    from lmforge.slots import slot_count, visible_gpus
+
+    slots = slot_count(o.training_slots, visible_gpus(), gpus_per_training(params))
+    config = {"max_concurrent": o.max_concurrent or (os.cpu_count() or 1),
+              "tag_concurrency_limits": [{"key": "lmforge/slot", "value": "training", "limit": slots}]}
+    return multiprocess_executor.configured(config, name="lmforge_multiprocess")
 
 
 defs = build_definitions()

@@ -1,4 +1,4 @@
-"""Resources of the Dagster view: the project's parameters, MLflow, and DVC.
+"""Resources of the Dagster view: the project's parameters, MLflow, DVC, and the Ray cluster.
 
 Our own small MLflow resource (no ``dagster-mlflow``): the tracking URI the stages log to and
 links to runs in the MLflow UI. The DVC resource records a materialized stage in ``dvc.lock``
@@ -16,7 +16,7 @@ from typing import Callable
 
 from dagster import ConfigurableResource, Failure
 
-from lmforge.config import ConfigError, Params, load_params
+from lmforge.config import ConfigError, ExecutorConfig, Params, load_params
 from lmforge.artifacts import file_lock
 
 
@@ -106,3 +106,18 @@ class DvcResource(ConfigurableResource):
             raise Failure(description=f"dvc commit {stage} failed: {(done.stderr or done.stdout).strip()}")
         log(f"dvc: {stage} recorded in dvc.lock")
         return True
+
+
+class RayResource(ConfigurableResource):
+    """The Ray cluster the data stages (clean, tokenize) run on when ``executor.kind`` is ``ray``:
+    ``address`` as ``ray.init`` takes it (``auto``, ``HOST:6379``, ``ray://HOST:10001``); empty:
+    ``executor.ray_address`` of params.yaml. Set it in the UI's launchpad or with
+    ``LMFORGE_RAY_ADDRESS``; the stage connects, runs its units as Ray tasks, and disconnects."""
+
+    address: str = ""
+
+    def executor(self, params: Params) -> ExecutorConfig:
+        cfg = params.executor
+        if cfg.kind == "ray" and self.address:
+            return cfg.model_copy(update={"ray_address": self.address})
+        return cfg

@@ -18,6 +18,13 @@ import sys
 from pathlib import Path
 
 
+def project_job(name: str):
+    """Job ``name`` of the project's definitions: how a step's process rebuilds the job."""
+    from .definitions import defs
+
+    return defs.resolve_job_def(name)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m dagster_project.run")
     ap.add_argument("--job", default="full_pipeline", help="job to run (default: full_pipeline)")
@@ -30,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
         home = Path(".dagster").resolve()
         home.mkdir(exist_ok=True)
         os.environ["DAGSTER_HOME"] = str(home)
+    os.environ.setdefault("LMFORGE_PROJECT", str(Path.cwd().resolve()))  # the project, for every step process
     from .definitions import defs
 
     job = defs.resolve_job_def(args.job)
@@ -39,9 +47,16 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"error: no asset named {', '.join(unknown)}; assets: {', '.join(sorted(known))}", file=sys.stderr)
         return 2
+    selection = [AssetKey(n) for n in names] or None
     with DagsterInstance.get() as instance:
-        result = job.execute_in_process(instance=instance, raise_on_error=False,
-                                        asset_selection=[AssetKey(n) for n in names] or None)
+        if defs.executor.name == "in_process":  # orchestrate.executor
+            result = job.execute_in_process(instance=instance, raise_on_error=False, asset_selection=selection)
+        else:  # steps in processes of their own: each rebuilds the definitions of this project
+            from dagster import build_reconstructable_job, execute_job
+
+            job_ref = build_reconstructable_job("dagster_project.run", "project_job", reconstructable_args=(args.job,),
+                                                reconstructor_working_directory=str(Path(__file__).resolve().parent.parent))
+            result = execute_job(job_ref, instance=instance, raise_on_error=False, asset_selection=selection)
         done = [e.asset_key.to_user_string() for e in result.get_asset_materialization_events()]
         failed_checks = [e.event_specific_data for e in result.all_events
                          if e.event_type == DagsterEventType.ASSET_CHECK_EVALUATION and not e.event_specific_data.passed]

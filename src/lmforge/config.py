@@ -410,6 +410,13 @@ class OrchestrateConfig(_Strict):
     on_locked: Literal["fail", "wait"] = Field(
         "fail", description="a stage whose output another process is writing (<output>.lock): fail at once "
                             "naming the holder, or wait for it")
+    executor: Literal["in_process", "multiprocess"] = Field(
+        "in_process", description="how a Dagster run executes its steps: one after another in the run's process "
+                                  "(in_process), or independent steps at once, each in a process of its own (multiprocess)")
+    max_concurrent: int = Field(0, ge=0, description="multiprocess: steps running at once (0: one per CPU core)")
+    training_slots: int = Field(
+        0, ge=0, description="trainings running at once, each on a slot of its own (its GPUs: train.devices of them): "
+                             "0 = as many as the visible GPUs hold, 1 on a machine without a GPU")
 
 
 class Params(_Strict):
