@@ -217,3 +217,27 @@ def test_token_store_on_the_cluster_is_the_local_one(ray_cluster, corpus, tmp_pa
     execution = json.loads(run_driver(TOKENIZE, ray_cluster, on_ray.model_dump_json(), ray_cluster.address))
     assert execution["executor"] == "ray" and len(execution["phases"]["token store bpe"]["hosts"]) == 2
     assert digest(tmp_path / "ray" / "bpe") == digest(tmp_path / "local" / "bpe")
+
+
+def test_the_dagster_clean_asset_runs_on_the_cluster_named_by_its_resource(ray_cluster, tmp_path):
+    from dagster import DagsterEventType, DagsterInstance
+
+    from tests.orchestration.test_dagster import make_project
+    from tests.training.conftest import REPO
+
+    root = make_project(tmp_path / "project", executor={"kind": "ray"}, clean={"shard_size": 25},
+                        orchestrate={"dvc_commit": False})
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    env = {**ray_cluster.env, "DAGSTER_HOME": str(home), "LMFORGE_PROJECT": str(root),
+           "LMFORGE_RAY_ADDRESS": ray_cluster.address}  # the Ray resource's address (params.yaml names none)
+    done = subprocess.run([sys.executable, "-m", "dagster_project.run", "--select", "clean"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    with DagsterInstance.from_config(str(home)) as instance:
+        (run,) = instance.get_runs()
+        (event,) = instance.all_logs(run.run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION)
+        meta = {k: v.value for k, v in event.dagster_event.event_specific_data.materialization.metadata.items()}
+    assert meta["executor"] == "ray"
+    filtered = next(line for line in meta["executor_phases"].splitlines() if line.startswith("| clean: filter shard |"))
+    assert filtered.count("node ") == 2  # its units ran on both of the cluster's nodes

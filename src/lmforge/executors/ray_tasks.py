@@ -10,6 +10,7 @@ phase stops with that unit's own error, as on the local executor.
 from __future__ import annotations
 
 import os
+import socket
 import time
 from collections.abc import Callable
 from typing import Any
@@ -40,6 +41,21 @@ def ray_unit(fn: Callable[..., Any], *args: Any) -> tuple[Any, str, str, float]:
     return result, f"node {ray.get_runtime_context().get_node_id()[:8]}", worker, seconds
 
 
+def check_reachable(address: str | None, timeout: float = 5.0) -> None:
+    """Fail at once, naming the address, where nothing listens at ``HOST:PORT`` (Ray itself would
+    retry for minutes). ``None``, ``auto`` and ``ray://`` addresses are left to Ray."""
+    if not address or address == "auto" or "://" in address:
+        return
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise RayUnavailable(f"executor.ray_address: {address!r} is not HOST:PORT, 'auto' or ray://HOST:PORT")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as exc:
+        raise RayUnavailable(f"executor.ray_address: no Ray cluster answers at {address} ({exc.strerror or exc}); "
+                             "start one with `ray start --head` or correct the address") from None
+
+
 class RayExecutor:
     name = "ray"
 
@@ -51,6 +67,7 @@ class RayExecutor:
         if self.owns_connection:
             options: dict[str, Any] = {"address": cfg.ray_address, "include_dashboard": False,
                                        "log_to_driver": False, "configure_logging": False}
+            check_reachable(cfg.ray_address)
             if cfg.ray_address is None:
                 options["num_cpus"] = local_cpus if local_cpus > 0 else (os.cpu_count() or 1)
             try:

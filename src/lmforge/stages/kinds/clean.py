@@ -23,6 +23,10 @@ def summary(stage, result: dict) -> str:
         f"  bytes:     {stats['bytes_in']} in, {stats['bytes_out']} out ({100 * stats['bytes_kept_fraction']:.1f}% kept)",
         "  dropped documents by reason:",
     ]
+    execution = result.get("execution")
+    if execution:  # where the units ran: this machine's processes, or a Ray cluster's nodes
+        where = sorted({h for ph in execution["phases"].values() for h in ph["hosts"]})
+        lines.insert(1, f"  executor:  {execution['executor']} ({', '.join(where)})")
     for reason, d in sorted(stats["dropped"].items(), key=lambda kv: -kv[1]["documents"]):
         lines.append(f"    {reason:32s} {d['documents']:8d}  ({d['bytes']} bytes)")
     lines.append("  removed lines by reason:")
