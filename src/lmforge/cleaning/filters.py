@@ -14,7 +14,8 @@ from typing import Protocol
 
 from ..config import BadWordsConfig, LanguageConfig, LineRules
 from ..corpus.document import Document
-from .text import split_sentences
+from . import text as _text
+from .text import count_sentences, split_sentences
 
 
 class Step(Protocol):
@@ -33,6 +34,9 @@ class MaxPageLength:
 
     def __call__(self, doc: Document, line_counts: Counter) -> str | None:
         return "too_long_page" if len(doc.text) > self.max_chars else None
+
+
+_DEFAULT_CITATION = LineRules.model_fields["citation_pattern"].default
 
 
 class C4LineRules:
@@ -55,49 +59,69 @@ class C4LineRules:
         self.citation = re.compile(rules.citation_pattern) if rules.citation_pattern else None
         self.end_marks = tuple(rules.end_marks) if rules.end_marks else None
         self.policy = tuple(p.lower() for p in rules.policy_phrases or ())
+        # one regex search for "any phrase is in the line" (the same answer as testing each)
+        self.policy_re = re.compile("|".join(re.escape(p) for p in self.policy)) if self.policy else None
+        # The default citation pattern only matches at a "[": a line without one is left as it is.
+        self.citation_needs_bracket = rules.citation_pattern == _DEFAULT_CITATION
 
     def __call__(self, doc: Document, line_counts: Counter) -> str | None:
         r = self.r
+        max_word = r.max_word_length
+        citation, needs_bracket = self.citation, self.citation_needs_bracket
+        end_marks, ellipsis, min_words = self.end_marks, r.ellipsis, r.min_words_per_line
+        after_citation = r.count_words_after_citation_removal
+        lorem, javascript, curly, policy = r.lorem_ipsum, r.javascript, r.curly_brace, self.policy_re
+        min_sentences = r.min_sentences
+        # sentences are only compared with min_sentences: counting stops once it is reached
+        # (split_sentences may be swapped for another splitter, as benchmarks/cleaning.py does)
+        count = count_sentences if split_sentences is _text.split_sentences else (lambda s: len(split_sentences(s)))
         kept: list[str] = []
         sentences = 0
         for raw in doc.text.splitlines():
             line = raw.strip()
             if not line:
                 continue
-            words_before = line.split()
-            if r.max_word_length is not None and any(len(w) > r.max_word_length for w in words_before):
-                line_counts["line:too_long_word"] += 1
-                continue
-            if self.citation is not None:
-                line = self.citation.sub("", line)
-            if self.end_marks is not None and not line.endswith(self.end_marks):
+            words_before = None
+            # a word longer than max_word needs a line longer than max_word
+            if max_word is not None and len(line) > max_word:
+                words_before = line.split()
+                if any(len(w) > max_word for w in words_before):
+                    line_counts["line:too_long_word"] += 1
+                    continue
+            stripped = line
+            if citation is not None and (not needs_bracket or "[" in line):
+                line = citation.sub("", line)
+            if end_marks is not None and not line.endswith(end_marks):
                 line_counts["line:no_end_mark"] += 1
                 continue
-            if r.ellipsis and line.endswith(r.ellipsis):
+            if ellipsis and line.endswith(ellipsis):
                 line_counts["line:ellipsis"] += 1
                 continue
-            if r.min_words_per_line is not None:
-                n_words = len(line.split()) if r.count_words_after_citation_removal else len(words_before)
-                if n_words < r.min_words_per_line:
+            if min_words is not None:
+                if after_citation or line is stripped:
+                    n_words = len(line.split())
+                else:
+                    n_words = len(words_before if words_before is not None else stripped.split())
+                if n_words < min_words:
                     line_counts["line:too_few_words"] += 1
                     continue
             lower = line.lower()
-            if r.lorem_ipsum and "lorem ipsum" in lower:
+            if lorem and "lorem ipsum" in lower:
                 return "lorem_ipsum"
-            if r.javascript and "javascript" in lower:
+            if javascript and "javascript" in lower:
                 line_counts["line:javascript"] += 1
                 continue
-            if r.curly_brace and "{" in line:
+            if curly and "{" in line:
                 return "curly_brace"
-            if self.policy and any(p in lower for p in self.policy):
+            if policy is not None and policy.search(lower):
                 line_counts["line:policy"] += 1
                 continue
-            if r.min_sentences is not None:
-                sentences += len(split_sentences(line))
+            if min_sentences is not None and sentences < min_sentences:
+                sentences += count(line)
             kept.append(line)
         if not kept:
             return "no_lines_kept"
-        if r.min_sentences is not None and sentences < r.min_sentences:
+        if min_sentences is not None and sentences < min_sentences:
             return "too_few_sentences"
         doc.text = "\n".join(kept)
         return None

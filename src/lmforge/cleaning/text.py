@@ -41,6 +41,28 @@ def _add_span(text: str, start: int, end: int, spans: list[tuple[int, int]]) -> 
         spans.append((start + lead, end - trail))
 
 
+def count_sentences(text: str) -> int:
+    """``len(split_sentences(text))`` without building the sentences.
+
+    Every piece between two accepted boundaries is non-blank (the first ends with the end mark,
+    the others start at the word the boundary looks ahead to), and whether a boundary is
+    accepted depends only on the word just before it, so the count is one more than the
+    accepted boundaries of a non-blank text.
+    """
+    if not text or text.isspace():
+        return 0
+    n, start = 1, 0
+    for m in _BOUNDARY.finditer(text):
+        end = m.start()
+        if text[end - 1] == ".":  # only a period can follow an abbreviation or an initial
+            token = text[start:end].rsplit(None, 1)[-1].rstrip(".!?\"')]\u201d\u2019").lower()
+            if token in _ABBREVIATIONS or (len(token) == 1 and token.isalpha()):
+                continue
+        n += 1
+        start = m.end()
+    return n
+
+
 def split_sentences(text: str) -> list[str]:
     """Split ``text`` (one line) into sentences (non-empty, stripped)."""
     return [text[s:e] for s, e in sentence_spans(text)]

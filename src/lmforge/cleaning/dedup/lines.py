@@ -15,7 +15,7 @@ from ...config import CleanConfig
 from ...corpus.document import Document
 from ..shards import ShardStats, read_shard, rewrite_shard, shard_name
 from ..storage import is_done, load_partition, mark_done, save_partitioned
-from ..text import split_sentences
+from ..text import count_sentences, split_sentences
 
 LINE_DTYPE = np.dtype([("hash", "<u8"), ("owner", "<u8"), ("ordinal", "<i8")])
 WINNER_DTYPE = np.dtype([("ordinal", "<i8"), ("hash", "<u8")])
@@ -47,6 +47,16 @@ def _units(doc: Document, mode: str, span: int) -> list[tuple[int, list[int]]]:
 
 def _sentences(text: str) -> list[str]:
     return [s for line in text.split("\n") for s in split_sentences(line)]
+
+
+def _fewer_sentences(text: str, minimum: int) -> bool:
+    """``len(_sentences(text)) < minimum``, counting no further than ``minimum``."""
+    n = 0
+    for line in text.split("\n"):
+        n += count_sentences(line)
+        if n >= minimum:
+            return False
+    return True
 
 
 def _drop_sentences(text: str, remove: set[int]) -> str:
@@ -145,7 +155,7 @@ def dedup_apply(work: str, shard: int, cfg_json: str, n_parts: int) -> bool:
                 return "all_spans_duplicate"
             if len(doc.text.split()) < cfg.line_dedup.min_words_after_span_removal:
                 return "span_duplicates"
-        if min_sent is not None and len(_sentences(doc.text)) < min_sent:
+        if min_sent is not None and _fewer_sentences(doc.text, min_sent):
             return "too_few_sentences_after_dedup"
         return None
 
