@@ -61,6 +61,92 @@ def signature(hashes: np.ndarray, seeds: np.ndarray) -> np.ndarray:
     return out
 
 
+def _mix_inplace(z: np.ndarray) -> np.ndarray:
+    """:func:`_mix` computed in place in ``z`` (no temporaries the size of ``z`` but one)."""
+    with np.errstate(over="ignore"):
+        z ^= z >> np.uint64(30)
+        z *= _M1
+        z ^= z >> np.uint64(27)
+        z *= _M2
+        z ^= z >> np.uint64(31)
+    return z
+
+
+def _gram_hashes(texts: list[str], ngram: int) -> tuple[np.ndarray, np.ndarray]:
+    """The hashes of the word n-grams of every text, and each text's count, for a whole shard.
+
+    The same n-grams as :func:`shingle_hashes` (repeats included: a repeat changes no minimum):
+    the normalised texts are joined by ``\\n``, words are the runs between spaces (normalised
+    text has single spaces and no others), and an n-gram's bytes are a slice of the joined
+    text from its first word's start to its last word's end, so the words and the n-gram
+    strings are never built in Python."""
+    data = b"\n".join(normalize_for_dedup(t).encode("utf-8") for t in texts)
+    n = len(texts)
+    if not data.strip(b"\n"):
+        return np.zeros(0, dtype=np.uint64), np.zeros(n, dtype=np.int64)
+    arr = np.frombuffer(data, dtype=np.uint8)
+    newline = arr == 10
+    sep = newline | (arr == 32)
+    inner = ~sep
+    edge = np.diff(inner.view(np.int8), prepend=np.int8(0), append=np.int8(0))
+    w_start = np.flatnonzero(edge == 1)  # byte offset of each word
+    w_end = np.flatnonzero(edge == -1)  # ... and just past it
+    w_doc = np.searchsorted(np.flatnonzero(newline), w_start)  # which text each word is in
+    n_words = np.bincount(w_doc, minlength=n)
+    first = np.concatenate(([0], np.cumsum(n_words)[:-1]))
+    # n-grams inside a text with at least ngram words: starts k with word k + ngram - 1 in it
+    k = np.arange(max(0, w_start.size - ngram + 1))
+    k = k[w_doc[k] == w_doc[k + ngram - 1]]
+    # a text with fewer words (but some) is one n-gram: all of it
+    short = np.flatnonzero((n_words > 0) & (n_words < ngram))
+    g_first = np.concatenate((k, first[short]))
+    g_last = np.concatenate((k + ngram - 1, first[short] + n_words[short] - 1))
+    g_doc = np.concatenate((w_doc[k], short))
+    order = np.argsort(g_doc, kind="stable")
+    lo, hi = w_start[g_first[order]].tolist(), w_end[g_last[order]].tolist()
+    hashes = np.fromiter(map(xxhash.xxh64_intdigest, map(data.__getitem__, map(slice, lo, hi))),
+                         dtype=np.uint64, count=len(lo))
+    return hashes, np.bincount(g_doc, minlength=n).astype(np.int64)
+
+
+def shard_signatures(texts: list[str], ngram: int, seeds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``signature(shingle_hashes(t, ngram), seeds)`` of every text, as one (texts, permutations)
+    array, and whether each text has n-grams; computed for many texts at once."""
+    hashes, counts = _gram_hashes(texts, ngram)
+    n, p = len(texts), seeds.shape[0]
+    sigs = np.full((n, p), _EMPTY, dtype=np.uint64)
+    ends = np.cumsum(counts)
+    starts = ends - counts
+    budget = max(1, 4_000_000 // p)  # n-grams per block, to bound memory
+    d = 0
+    while d < n:
+        if counts[d] == 0:
+            d += 1
+            continue
+        if counts[d] > budget:  # one long text: in blocks of permutations
+            sigs[d] = signature(hashes[starts[d] : ends[d]], seeds)
+            d += 1
+            continue
+        e = int(np.searchsorted(ends, starts[d] + budget, side="right"))  # texts that fit the block
+        docs = np.arange(d, e)
+        docs = docs[counts[d:e] > 0]
+        g0, g1 = int(starts[d]), int(ends[e - 1])
+        block = _mix_inplace(hashes[g0:g1, None] ^ seeds[None, :])
+        sigs[docs] = np.minimum.reduceat(block, starts[docs] - g0, axis=0)
+        d = e
+    return sigs, counts > 0
+
+
+def shard_band_keys(sigs: np.ndarray, docs: np.ndarray, bands: int, rows: int) -> np.ndarray:
+    """``band_keys(sigs[r], bands, rows)`` for each row ``r`` in ``docs``, as one (docs, bands) array."""
+    data = np.ascontiguousarray(sigs).tobytes()
+    width = sigs.shape[1] * 8
+    lo = (docs[:, None] * width + np.arange(bands)[None, :] * (rows * 8)).ravel()
+    keys = np.fromiter(map(xxhash.xxh64_intdigest, map(data.__getitem__, map(slice, lo.tolist(), (lo + rows * 8).tolist()))),
+                       dtype=np.uint64, count=lo.size)
+    return keys.reshape(-1, bands)
+
+
 def band_keys(sig: np.ndarray, bands: int, rows: int) -> np.ndarray:
     """One 64-bit key per band (hash of the band's ``rows`` values)."""
     view = sig[: bands * rows].reshape(bands, rows)
@@ -113,25 +199,19 @@ def minhash_map(work: str, shard: int, cfg_json: str, source: str, n_parts: int)
     if is_done(marker):
         return False
     table = pq.read_table(wd / source / f"{shard_name(shard)}.parquet", columns=["text", "ordinal"])
-    texts, ordinals = table.column("text").to_pylist(), table.column("ordinal").to_pylist()
+    texts, ordinals = table.column("text").to_pylist(), table.column("ordinal").to_numpy().astype(np.int64)
     seeds = permutation_seeds(cfg.bands * cfg.rows, cfg.seed)
-    sigs = np.zeros((len(texts), cfg.bands * cfg.rows), dtype=np.uint64)
-    rows = []
-    for r, (text, o) in enumerate(zip(texts, ordinals)):
-        hashes = shingle_hashes(text, cfg.ngram)
-        sigs[r] = signature(hashes, seeds)
-        if hashes.size == 0:
-            continue  # nothing to compare
-        for b, key in enumerate(band_keys(sigs[r], cfg.bands, cfg.rows).tolist()):
-            rows.append((key, o, shard, r, b))
+    sigs, has_grams = shard_signatures(texts, cfg.ngram, seeds)
     save_npy(sig_path, sigs)
-    recs = np.zeros(len(rows), dtype=BAND_DTYPE)
-    part = np.zeros(len(rows), dtype=np.int64)
-    if rows:
-        arr = np.array(rows, dtype=np.uint64)
-        recs["key"], recs["ordinal"] = arr[:, 0], arr[:, 1].astype(np.int64)
-        recs["shard"], recs["row"] = arr[:, 2].astype(np.int32), arr[:, 3].astype(np.int32)
-        part = arr[:, 4].astype(np.int64) * n_parts + (recs["key"] % np.uint64(n_parts)).astype(np.int64)
+    docs = np.flatnonzero(has_grams)  # a text without n-grams has nothing to compare
+    keys = shard_band_keys(sigs, docs, cfg.bands, cfg.rows).ravel()  # row-major: text by text, band by band
+    recs = np.zeros(keys.size, dtype=BAND_DTYPE)
+    recs["key"] = keys
+    recs["ordinal"] = np.repeat(ordinals[docs], cfg.bands)
+    recs["shard"] = shard
+    recs["row"] = np.repeat(docs, cfg.bands).astype(np.int32)
+    band = np.tile(np.arange(cfg.bands, dtype=np.int64), docs.size)
+    part = band * n_parts + (keys % np.uint64(n_parts)).astype(np.int64)
     save_partitioned(out, recs, part, cfg.bands * n_parts)
     mark_done([out, out.with_suffix(".offsets.npy"), sig_path], marker)
     return True
