@@ -7,9 +7,12 @@ URL hash sorts first, repeats inside a page are dropped, then pages are re-check
 from __future__ import annotations
 
 import hashlib
+from itertools import compress
+from operator import methodcaller
 from pathlib import Path
 
 import numpy as np
+import pyarrow.parquet as pq
 
 from ...config import CleanConfig
 from ...corpus.document import Document
@@ -30,6 +33,21 @@ def _owner_key(doc: Document) -> int:
 
 def _line_hash(line: str) -> int:
     return int.from_bytes(hashlib.md5(line.strip().lower().encode("utf-8")).digest()[:8], "big")
+
+
+_DIGEST = methodcaller("digest")
+
+
+def _line_hashes(texts: list[str]) -> tuple[np.ndarray, list[str], np.ndarray]:
+    """:func:`_line_hash` of every line (``text.split("\\n")``) of every text, in order, with the
+    lines and each text's number of lines; the per-line work runs in ``map``, not in bytecode."""
+    if not texts:
+        return np.zeros(0, dtype=np.uint64), [], np.zeros(0, dtype=np.int64)
+    lines = "\n".join(texts).split("\n")  # the texts' lines, one after the other
+    counts = np.fromiter((t.count("\n") + 1 for t in texts), dtype=np.int64, count=len(texts))
+    digests = b"".join(map(_DIGEST, map(hashlib.md5, map(str.encode, map(str.lower, map(str.strip, lines))))))
+    hashes = np.frombuffer(digests, dtype=">u8")[::2].astype(np.uint64)  # first 8 bytes, big-endian
+    return hashes, lines, counts
 
 
 def _units(doc: Document, mode: str, span: int) -> list[tuple[int, list[int]]]:
@@ -84,12 +102,18 @@ def dedup_map(work: str, shard: int, mode: str, span: int, n_parts: int) -> bool
     if is_done(marker):
         return False
     docs, ordinals = read_shard(wd, "filter", shard)
-    rows = []
-    for doc, o in zip(docs, ordinals):
-        owner = _owner_key(doc) if mode == "lines" else 0  # spans: the first occurrence wins
-        for h, _ in _units(doc, mode, span):
-            rows.append((h, owner, o))
-    recs = np.array(rows, dtype=LINE_DTYPE)
+    if mode == "lines":
+        hashes, _, counts = _line_hashes([doc.text for doc in docs])
+        recs = np.zeros(hashes.size, dtype=LINE_DTYPE)
+        recs["hash"] = hashes
+        recs["owner"] = np.repeat(np.array([_owner_key(doc) for doc in docs], dtype=np.uint64), counts)
+        recs["ordinal"] = np.repeat(np.array(ordinals, dtype=np.int64), counts)
+    else:
+        rows = []
+        for doc, o in zip(docs, ordinals):
+            for h, _ in _units(doc, mode, span):
+                rows.append((h, 0, o))  # spans: the first occurrence wins
+        recs = np.array(rows, dtype=LINE_DTYPE)
     save_partitioned(out, recs, (recs["hash"] % np.uint64(n_parts)).astype(np.int64), n_parts)
     mark_done([out, out.with_suffix(".offsets.npy")], marker)
     return True
@@ -125,12 +149,29 @@ def dedup_apply(work: str, shard: int, cfg_json: str, n_parts: int) -> bool:
     mode, span = cfg.line_dedup.mode, cfg.line_dedup.span_sentences
     min_sent = cfg.rules.min_sentences
     owned: set[tuple[int, int]] | None = None
+    by_lines: dict[int, tuple[list[str], list[bool], int, int]] | None = None
 
     def decide(doc: Document, o: int, stats: ShardStats) -> str | None:
-        nonlocal owned
+        nonlocal owned, by_lines
         if owned is None:  # loaded on first use: a shard already done never reads it
             win = load_partition([wd / "dedup" / f"winners-{p:05d}.npy" for p in range(n_parts)], shard, WINNER_DTYPE)
             owned = set(zip(win["ordinal"].tolist(), win["hash"].tolist()))
+            if mode == "lines":
+                by_lines = _line_decisions(wd, shard, owned)
+        if by_lines is not None:
+            lines, keep, n_global, n_local = by_lines[o]
+            if n_global:
+                stats.lines["line:global_duplicate"] += n_global
+            if n_local:
+                stats.lines["line:local_duplicate"] += n_local
+            if n_global or n_local:
+                kept = list(compress(lines, keep))
+                if not kept:
+                    return "all_lines_duplicate"
+                doc.text = "\n".join(kept)
+            if min_sent is not None and _fewer_sentences(doc.text, min_sent):
+                return "too_few_sentences_after_dedup"
+            return None
         seen: set[int] = set()
         remove: set[int] = set()
         for h, covered in _units(doc, mode, span):
@@ -160,3 +201,31 @@ def dedup_apply(work: str, shard: int, cfg_json: str, n_parts: int) -> bool:
         return None
 
     return rewrite_shard(wd, "filter", "dedup", shard, cfg.dropped_samples, decide)
+
+
+def _line_decisions(wd: Path, shard: int, owned: set[tuple[int, int]]) -> dict[int, tuple[list[str], list[bool], int, int]]:
+    """Line mode, for every document of the shard (by ordinal): its lines, which are kept, and
+    how many go as global duplicates (another page owns the line) and as local ones (owned,
+    but already seen earlier in the page): what the per-line loop of ``dedup_apply`` decides."""
+    table = pq.read_table(wd / "filter" / f"{shard_name(shard)}.parquet", columns=["text", "ordinal"])
+    ordinals = table.column("ordinal").to_numpy().astype(np.int64)
+    hashes, lines, counts = _line_hashes(table.column("text").to_pylist())
+    line_ord = np.repeat(ordinals, counts)
+    is_owned = np.fromiter(map(owned.__contains__, zip(line_ord.tolist(), hashes.tolist())), dtype=bool, count=hashes.size)
+    # a line whose hash an earlier line of the same document has
+    doc = np.repeat(np.arange(ordinals.size), counts)
+    order = np.lexsort((np.arange(hashes.size), hashes, doc))
+    repeat = np.zeros(hashes.size, dtype=bool)
+    repeat[order[1:]] = (doc[order[1:]] == doc[order[:-1]]) & (hashes[order[1:]] == hashes[order[:-1]])
+    local = is_owned & repeat
+    keep = (is_owned & ~repeat).tolist()
+    n_global = np.bincount(doc, weights=~is_owned, minlength=ordinals.size).astype(np.int64).tolist()
+    n_local = np.bincount(doc, weights=local, minlength=ordinals.size).astype(np.int64).tolist()
+    ends = np.cumsum(counts).tolist()
+    out = {}
+    start = 0
+    for r, o in enumerate(ordinals.tolist()):
+        end = ends[r]
+        out[o] = (lines[start:end], keep[start:end], n_global[r], n_local[r])
+        start = end
+    return out

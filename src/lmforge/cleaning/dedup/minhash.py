@@ -14,12 +14,13 @@ import xxhash
 from ...config import CleanConfig
 from ..shards import shard_name
 from ..storage import is_done, load_partition, mark_done, save_npy, save_partitioned
-from ..text import normalize_for_dedup
+from ..text import normalize_for_dedup, normalize_for_dedup_utf8
 
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 _EMPTY = np.uint64(0xFFFFFFFFFFFFFFFF)
 _MAX_VERIFY = 64  # earlier bucket members a candidate is checked against
+_BLOCK = 1 << 17  # elements of one (n-grams, permutations) block of shard_signatures
 
 BAND_DTYPE = np.dtype([("key", "<u8"), ("ordinal", "<i8"), ("shard", "<i4"), ("row", "<i4")])
 
@@ -80,7 +81,7 @@ def _gram_hashes(texts: list[str], ngram: int) -> tuple[np.ndarray, np.ndarray]:
     text has single spaces and no others), and an n-gram's bytes are a slice of the joined
     text from its first word's start to its last word's end, so the words and the n-gram
     strings are never built in Python."""
-    data = b"\n".join(normalize_for_dedup(t).encode("utf-8") for t in texts)
+    data = b"\n".join(map(normalize_for_dedup_utf8, texts))
     n = len(texts)
     if not data.strip(b"\n"):
         return np.zeros(0, dtype=np.uint64), np.zeros(n, dtype=np.int64)
@@ -117,7 +118,7 @@ def shard_signatures(texts: list[str], ngram: int, seeds: np.ndarray) -> tuple[n
     sigs = np.full((n, p), _EMPTY, dtype=np.uint64)
     ends = np.cumsum(counts)
     starts = ends - counts
-    budget = max(1, 4_000_000 // p)  # n-grams per block, to bound memory
+    budget = max(1, _BLOCK // p)  # n-grams per block: a block stays in the cache
     d = 0
     while d < n:
         if counts[d] == 0:
