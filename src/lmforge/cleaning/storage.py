@@ -68,10 +68,44 @@ def load_partition(paths: list[Path], index: int, dtype: np.dtype) -> np.ndarray
     """Concatenate partition ``index`` of every file in ``paths`` (in the given order)."""
     chunks = []
     for p in paths:
-        offsets = np.load(p.with_suffix(".offsets.npy"))
+        offsets, (data_dtype, data_start) = _partition_layout(p)
         lo, hi = int(offsets[index]), int(offsets[index + 1])
         if hi > lo:
-            chunks.append(np.array(np.load(p, mmap_mode="r")[lo:hi]))
+            chunk = np.empty(hi - lo, dtype=data_dtype)
+            with open(p, "rb") as fh:
+                fh.seek(data_start + lo * data_dtype.itemsize)
+                if fh.readinto(memoryview(chunk).cast("B")) != chunk.nbytes:
+                    raise OSError(f"{p}: shorter than its header says")
+            chunks.append(chunk)
     if not chunks:
         return np.zeros(0, dtype=dtype)
     return np.concatenate(chunks)
+
+
+# A reduce unit reads one partition of every map file, so a process running many units reads
+# the same headers and offsets again and again: they are kept, per file version (a rewritten
+# file is a new inode: the work files are written atomically).
+_LAYOUTS: dict[str, tuple[tuple[int, int, int], np.ndarray, tuple[np.dtype, int]]] = {}
+
+
+def _partition_layout(path: Path) -> tuple[np.ndarray, tuple[np.dtype, int]]:
+    """The partition offsets of a file :func:`save_partitioned` wrote, and its records' dtype
+    and where they start in the file."""
+    off_path = path.with_suffix(".offsets.npy")
+    st, st_off = path.stat(), off_path.stat()
+    key = (st.st_ino, st.st_size, st.st_mtime_ns, st_off.st_ino, st_off.st_size, st_off.st_mtime_ns)
+    hit = _LAYOUTS.get(str(path))
+    if hit is not None and hit[0] == key:
+        return hit[1], hit[2]
+    offsets = np.load(off_path)
+    with open(path, "rb") as fh:
+        version = np.lib.format.read_magic(fh)
+        read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, _fortran, data_dtype = read_header(fh)
+        data_start = fh.tell()
+    if len(shape) != 1 or data_dtype.hasobject:
+        raise ValueError(f"{path}: not a one-dimensional record array")
+    if len(_LAYOUTS) > 4096:
+        _LAYOUTS.clear()
+    _LAYOUTS[str(path)] = (key, offsets, (data_dtype, data_start))
+    return offsets, (data_dtype, data_start)
