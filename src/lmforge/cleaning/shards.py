@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -36,6 +37,12 @@ class LengthHistogram:
 
     def add(self, n_bytes: int) -> None:
         self.counts[bisect.bisect_right(LENGTH_BOUNDS, n_bytes) - 1] += 1
+
+    def add_many(self, n_bytes: np.ndarray) -> None:
+        """:meth:`add` for each of an array of lengths."""
+        bins = np.searchsorted(np.array(LENGTH_BOUNDS), n_bytes, side="right") - 1
+        for i, c in enumerate(np.bincount(bins, minlength=len(LENGTH_BOUNDS)).tolist()):
+            self.counts[i] += c
 
     def to_list(self) -> list[int]:
         return list(self.counts)
