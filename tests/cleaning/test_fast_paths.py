@@ -43,8 +43,19 @@ def test_shard_signatures_and_band_keys_match_the_per_document_ones():
         assert (sigs == ref).all()
         assert has.tolist() == [mh.shingle_hashes(t, ngram).size > 0 for t in batch]
         docs = np.flatnonzero(has)
-        keys = mh.shard_band_keys(sigs, docs, 14, 8)
-        assert all((keys[i] == mh.band_keys(ref[r], 14, 8)).all() for i, r in enumerate(docs))
+        for bands, rows in ((14, 8), (20, 5), (7, 16)):
+            keys = mh.shard_band_keys(sigs, docs, bands, rows)
+            assert all((keys[i] == mh.band_keys(ref[r], bands, rows)).all() for i, r in enumerate(docs))
+
+
+def test_xxh64_slices():
+    import xxhash
+
+    rng = random.Random(6)
+    data = bytes(rng.randrange(256) for _ in range(400))
+    lo = np.array([a for n in range(301) for a in range(9)], dtype=np.int64)
+    hi = lo + np.array([n for n in range(301) for a in range(9)], dtype=np.int64)
+    assert mh.xxh64_slices(data, lo, hi).tolist() == [xxhash.xxh64_intdigest(data[a:b]) for a, b in zip(lo.tolist(), hi.tolist())]
 
 
 def test_line_hashes():

@@ -5,6 +5,7 @@ document of a cluster is kept). See docs/CLEANING.md for the hashing and the ban
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -73,14 +74,104 @@ def _mix_inplace(z: np.ndarray) -> np.ndarray:
     return z
 
 
+_MASK = (1 << 64) - 1
+_X1, _X2, _X3, _X4, _X5 = 0x9E3779B185EBCA87, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0x85EBCA77C2B2AE63, 0x27D4EB2F165667C5
+_P1, _P2, _P3, _P4, _P5 = (np.uint64(x) for x in (_X1, _X2, _X3, _X4, _X5))
+
+
+def _rotl(x: np.ndarray, r: int) -> np.ndarray:
+    return (x << np.uint64(r)) | (x >> np.uint64(64 - r))
+
+
+def _xxh_round(acc: np.ndarray, lane: np.ndarray) -> np.ndarray:
+    return _rotl(acc + lane * _P2, 31) * _P1
+
+
+def xxh64_slices(data: bytes, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """``xxhash.xxh64_intdigest(data[lo[i]:hi[i]])`` (seed 0) for every i, computed with numpy:
+    XXH64 step by step (32-byte stripes, 8-byte lanes, a 4-byte lane, single bytes, the final
+    avalanche) over all the slices at once."""
+    n = lo.size
+    if n == 0:
+        return np.zeros(0, dtype=np.uint64)
+    raw = np.frombuffer(data + bytes(8), dtype=np.uint8)
+    # the little-endian 64-bit word starting at every byte of data
+    words = np.ascontiguousarray(np.lib.stride_tricks.as_strided(raw, shape=(raw.size - 7, 8), strides=(1, 1)))
+    words = words.view("<u8").ravel()
+    lo = lo.astype(np.int64)
+    size = hi.astype(np.int64) - lo
+    stripes = size // 32
+    with np.errstate(over="ignore"):
+        h = np.full(n, _P5, dtype=np.uint64)
+        big = np.flatnonzero(stripes > 0)
+        if big.size:
+            m = big.size
+            v = [np.full(m, np.uint64((_X1 + _X2) & _MASK)), np.full(m, _P2), np.zeros(m, dtype=np.uint64),
+                 np.full(m, np.uint64(-_X1 & _MASK))]
+            start, count = lo[big], stripes[big]
+            for k in range(int(count.max())):
+                a = np.flatnonzero(count > k)
+                q = start[a] + 32 * k
+                for j in range(4):
+                    v[j][a] = _xxh_round(v[j][a], words[q + 8 * j])
+            acc = _rotl(v[0], 1) + _rotl(v[1], 7) + _rotl(v[2], 12) + _rotl(v[3], 18)
+            for j in range(4):
+                acc = (acc ^ _xxh_round(np.zeros(m, dtype=np.uint64), v[j])) * _P1 + _P4
+            h[big] = acc
+        h += size.astype(np.uint64)
+        pos = lo + stripes * 32
+        rest = size - stripes * 32
+        for k in range(3):  # 8-byte lanes
+            a = np.flatnonzero(rest >= 8 * (k + 1))
+            lane = _xxh_round(np.zeros(a.size, dtype=np.uint64), words[pos[a] + 8 * k])
+            h[a] = _rotl(h[a] ^ lane, 27) * _P1 + _P4
+        pos += (rest // 8) * 8
+        rest %= 8
+        a = np.flatnonzero(rest >= 4)
+        h[a] = _rotl(h[a] ^ ((words[pos[a]] & np.uint64(0xFFFFFFFF)) * _P1), 23) * _P2 + _P3
+        pos[a] += 4
+        rest[a] -= 4
+        for k in range(3):  # single bytes
+            a = np.flatnonzero(rest > k)
+            h[a] = _rotl(h[a] ^ ((words[pos[a] + k] & np.uint64(0xFF)) * _P5), 11) * _P1
+        h ^= h >> np.uint64(33)
+        h *= _P2
+        h ^= h >> np.uint64(29)
+        h *= _P3
+        h ^= h >> np.uint64(32)
+    return h
+
+
+def _xxh64_stripes(lanes: np.ndarray) -> np.ndarray:
+    """``xxhash.xxh64_intdigest(row.tobytes())`` of each row of a (n, 4k) uint64 array (k >= 1):
+    the input is whole 32-byte stripes, so there is no tail."""
+    n, width = lanes.shape
+    with np.errstate(over="ignore"):
+        v = [np.full(n, np.uint64((_X1 + _X2) & _MASK)), np.full(n, _P2), np.zeros(n, dtype=np.uint64),
+             np.full(n, np.uint64(-_X1 & _MASK))]
+        for k in range(0, width, 4):
+            for j in range(4):
+                v[j] = _xxh_round(v[j], lanes[:, k + j])
+        h = _rotl(v[0], 1) + _rotl(v[1], 7) + _rotl(v[2], 12) + _rotl(v[3], 18)
+        for j in range(4):
+            h = (h ^ _xxh_round(np.zeros(n, dtype=np.uint64), v[j])) * _P1 + _P4
+        h += np.uint64(width * 8)
+        h ^= h >> np.uint64(33)
+        h *= _P2
+        h ^= h >> np.uint64(29)
+        h *= _P3
+        h ^= h >> np.uint64(32)
+    return h
+
+
 def _gram_hashes(texts: list[str], ngram: int) -> tuple[np.ndarray, np.ndarray]:
     """The hashes of the word n-grams of every text, and each text's count, for a whole shard.
 
     The same n-grams as :func:`shingle_hashes` (repeats included: a repeat changes no minimum):
     the normalised texts are joined by ``\\n``, words are the runs between spaces (normalised
     text has single spaces and no others), and an n-gram's bytes are a slice of the joined
-    text from its first word's start to its last word's end, so the words and the n-gram
-    strings are never built in Python."""
+    text from its first word's start to its last word's end, hashed by :func:`xxh64_slices`,
+    so the words and the n-gram strings are never built in Python."""
     data = b"\n".join(map(normalize_for_dedup_utf8, texts))
     n = len(texts)
     if not data.strip(b"\n"):
@@ -104,9 +195,7 @@ def _gram_hashes(texts: list[str], ngram: int) -> tuple[np.ndarray, np.ndarray]:
     g_last = np.concatenate((k + ngram - 1, first[short] + n_words[short] - 1))
     g_doc = np.concatenate((w_doc[k], short))
     order = np.argsort(g_doc, kind="stable")
-    lo, hi = w_start[g_first[order]].tolist(), w_end[g_last[order]].tolist()
-    hashes = np.fromiter(map(xxhash.xxh64_intdigest, map(data.__getitem__, map(slice, lo, hi))),
-                         dtype=np.uint64, count=len(lo))
+    hashes = xxh64_slices(data, w_start[g_first[order]], w_end[g_last[order]])
     return hashes, np.bincount(g_doc, minlength=n).astype(np.int64)
 
 
@@ -140,6 +229,9 @@ def shard_signatures(texts: list[str], ngram: int, seeds: np.ndarray) -> tuple[n
 
 def shard_band_keys(sigs: np.ndarray, docs: np.ndarray, bands: int, rows: int) -> np.ndarray:
     """``band_keys(sigs[r], bands, rows)`` for each row ``r`` in ``docs``, as one (docs, bands) array."""
+    if rows % 4 == 0 and sys.byteorder == "little":  # whole 32-byte stripes: XXH64 from the words
+        lanes = np.ascontiguousarray(sigs[docs, : bands * rows]).reshape(-1, rows)
+        return _xxh64_stripes(lanes).reshape(-1, bands)
     data = np.ascontiguousarray(sigs).tobytes()
     width = sigs.shape[1] * 8
     lo = (docs[:, None] * width + np.arange(bands)[None, :] * (rows * 8)).ravel()
