@@ -52,30 +52,39 @@ def shard_name(i: int) -> str:
     return f"shard-{i:05d}"
 
 
-def docs_to_table(docs: list[Document], ordinals: list[int], schema: pa.Schema = WORK_SCHEMA) -> pa.Table:
+def docs_to_table(docs: list[Document], ordinals: list[int], schema: pa.Schema = WORK_SCHEMA,
+                  metadata_json: list[str | None] | None = None) -> pa.Table:
+    """``metadata_json``: where not None, a document's metadata as JSON, written as it is."""
+    dumps = json.dumps
+    if metadata_json is None:
+        meta = [dumps(d.metadata, sort_keys=True, ensure_ascii=False) for d in docs]
+    else:
+        meta = [m if m is not None else dumps(d.metadata, sort_keys=True, ensure_ascii=False) for d, m in zip(docs, metadata_json)]
     cols: dict[str, list[Any]] = {
         "id": [d.id for d in docs],
         "text": [d.text for d in docs],
         "url": [d.url for d in docs],
         "timestamp": [d.timestamp for d in docs],
         "source": [d.source for d in docs],
-        "metadata": [json.dumps(d.metadata, sort_keys=True, ensure_ascii=False) for d in docs],
+        "metadata": meta,
     }
     if "ordinal" in schema.names:
         cols["ordinal"] = ordinals
     return pa.Table.from_pydict(cols, schema=schema)
 
 
+def _columns(table: pa.Table) -> dict[str, list[Any]]:
+    return {name: table.column(name).to_pylist() for name in ("id", "text", "url", "timestamp", "source", "metadata", "ordinal")}
+
+
 def table_to_docs(table: pa.Table) -> tuple[list[Document], list[int]]:
-    rows = table.to_pylist()
+    c = _columns(table)
+    loads = json.loads
     docs = [
-        Document(
-            id=r["id"], text=r["text"], url=r["url"], timestamp=r["timestamp"], source=r["source"],
-            metadata=json.loads(r["metadata"]) if r["metadata"] else {},
-        )
-        for r in rows
+        Document(id=i, text=t, url=u, timestamp=ts, source=src, metadata=loads(m) if m else {})
+        for i, t, u, ts, src, m in zip(c["id"], c["text"], c["url"], c["timestamp"], c["source"], c["metadata"])
     ]
-    return docs, [r["ordinal"] for r in rows]
+    return docs, c["ordinal"]
 
 
 def read_shard(wd: Path, phase: str, shard: int) -> tuple[list[Document], list[int]]:
@@ -126,28 +135,46 @@ def merge_stats(paths: Iterable[Path], keep_samples: int) -> ShardStats:
 Decide = Callable[[Document, int, ShardStats], "str | None"]
 
 
-def rewrite_shard(wd: Path, src: str, dst: str, shard: int, keep_samples: int, decide: Decide, schema: pa.Schema = WORK_SCHEMA) -> bool:
+def rewrite_shard(wd: Path, src: str, dst: str, shard: int, keep_samples: int, decide: Decide, schema: pa.Schema = WORK_SCHEMA,
+                  adds_metadata_only: bool = False) -> bool:
     """One pass over a shard: ``decide`` may rewrite a document's text and returns a drop
     reason or None. Kept documents, the shard's stats and its completion marker are written
     to ``dst``. A dropped document is counted (and sampled) with the text it came in with.
-    False when the shard was already done."""
+    False when the shard was already done.
+
+    ``adds_metadata_only``: ``decide`` neither reads a document's metadata nor changes what is
+    there, it may only add keys; and ``src`` is a phase this module wrote (its metadata JSON
+    is what ``json.dumps(..., sort_keys=True)`` makes of a dict ``json.loads`` made, which
+    the same load and dump give back unchanged). The metadata is then parsed only for the
+    documents that ``decide`` adds to or drops, and the others keep their JSON as it is."""
     out = wd / dst / f"{shard_name(shard)}.parquet"
     marker = out.with_suffix(".done")
     if is_done(marker):
         return False
-    docs, ordinals = read_shard(wd, src, shard)
+    if not adds_metadata_only:
+        docs, ordinals = read_shard(wd, src, shard)
+        raw: list[str | None] = [None] * len(docs)
+    else:
+        c = _columns(pq.read_table(wd / src / f"{shard_name(shard)}.parquet"))
+        docs = [Document(id=i, text=t, url=u, timestamp=ts, source=s, metadata={})
+                for i, t, u, ts, s in zip(c["id"], c["text"], c["url"], c["timestamp"], c["source"])]
+        ordinals, raw = c["ordinal"], c["metadata"]
     stats = ShardStats()
-    kept, kept_ord = [], []
-    for doc, o in zip(docs, ordinals):
+    kept, kept_ord, kept_meta = [], [], []
+    for doc, o, m in zip(docs, ordinals, raw):
         original = doc.text
         reason = decide(doc, o, stats)
+        if adds_metadata_only and (reason is not None or doc.metadata):
+            doc.metadata = {**(json.loads(m) if m else {}), **doc.metadata}  # as if it had been there all along
+            m = None
         if reason is not None:
             doc.text = original
             stats.drop(reason, doc, o, keep_samples)
             continue
         kept.append(doc)
         kept_ord.append(o)
-    write_parquet(out, docs_to_table(kept, kept_ord, schema))
+        kept_meta.append(m if m else None)  # JSON to write as it is (an empty one is written as "{}")
+    write_parquet(out, docs_to_table(kept, kept_ord, schema, kept_meta))
     stats_path = out.with_suffix(".stats.json")
     atomic_write_json(stats_path, stats.to_dict())
     mark_done([out, stats_path], marker)

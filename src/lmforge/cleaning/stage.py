@@ -87,7 +87,7 @@ def _write_final(work: str, shard: int, source: str, drops: dict[int, int], keep
             return "near_duplicate"
         return None
 
-    return rewrite_shard(Path(work), source, "final", shard, keep_samples, decide, schema=SCHEMA)
+    return rewrite_shard(Path(work), source, "final", shard, keep_samples, decide, schema=SCHEMA, adds_metadata_only=True)
 
 
 # ----------------------------------------------------------------------------- the driver

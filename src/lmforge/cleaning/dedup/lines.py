@@ -7,6 +7,7 @@ URL hash sorts first, repeats inside a page are dropped, then pages are re-check
 from __future__ import annotations
 
 import hashlib
+import json
 from itertools import compress
 from operator import methodcaller
 from pathlib import Path
@@ -28,6 +29,14 @@ def _owner_key(doc: Document) -> int:
     """C4 keeps a duplicated line in the page whose URL's md5 sorts first; documents without a
     URL use their id. The first 8 bytes, big-endian, keep the hex digests' order."""
     key = doc.metadata.get("url_normalized") or doc.url or doc.id
+    return int.from_bytes(hashlib.md5(key.encode("utf-8")).digest()[:8], "big")
+
+
+def _owner_key_of(doc_id: str, url: str | None, metadata: str | None) -> int:
+    """:func:`_owner_key` from a shard's columns: the metadata JSON is parsed only where it
+    can hold ``url_normalized``."""
+    key = json.loads(metadata).get("url_normalized") if metadata and '"url_normalized"' in metadata else None
+    key = key or url or doc_id
     return int.from_bytes(hashlib.md5(key.encode("utf-8")).digest()[:8], "big")
 
 
@@ -101,14 +110,16 @@ def dedup_map(work: str, shard: int, mode: str, span: int, n_parts: int) -> bool
     marker = out.with_suffix(".done")
     if is_done(marker):
         return False
-    docs, ordinals = read_shard(wd, "filter", shard)
     if mode == "lines":
-        hashes, _, counts = _line_hashes([doc.text for doc in docs])
+        t = pq.read_table(wd / "filter" / f"{shard_name(shard)}.parquet", columns=["id", "text", "url", "metadata", "ordinal"])
+        hashes, _, counts = _line_hashes(t.column("text").to_pylist())
+        owners = [_owner_key_of(i, u, m) for i, u, m in zip(*(t.column(c).to_pylist() for c in ("id", "url", "metadata")))]
         recs = np.zeros(hashes.size, dtype=LINE_DTYPE)
         recs["hash"] = hashes
-        recs["owner"] = np.repeat(np.array([_owner_key(doc) for doc in docs], dtype=np.uint64), counts)
-        recs["ordinal"] = np.repeat(np.array(ordinals, dtype=np.int64), counts)
+        recs["owner"] = np.repeat(np.array(owners, dtype=np.uint64), counts)
+        recs["ordinal"] = np.repeat(t.column("ordinal").to_numpy().astype(np.int64), counts)
     else:
+        docs, ordinals = read_shard(wd, "filter", shard)
         rows = []
         for doc, o in zip(docs, ordinals):
             for h, _ in _units(doc, mode, span):
@@ -200,7 +211,7 @@ def dedup_apply(work: str, shard: int, cfg_json: str, n_parts: int) -> bool:
             return "too_few_sentences_after_dedup"
         return None
 
-    return rewrite_shard(wd, "filter", "dedup", shard, cfg.dropped_samples, decide)
+    return rewrite_shard(wd, "filter", "dedup", shard, cfg.dropped_samples, decide, adds_metadata_only=True)
 
 
 def _line_decisions(wd: Path, shard: int, owned: set[tuple[int, int]]) -> dict[int, tuple[list[str], list[bool], int, int]]:
