@@ -13,7 +13,7 @@ from lmforge.config import BadWordsConfig
 from lmforge.corpus.document import Document
 
 PIECES = ["e.g.", "Dr.", "J.", "a.", "word", "The", "end.", "Why?", "Yes!", '"', "'", ")", "]", "(", "[", "\u201c", "\u201d",
-          " ", "  ", "\t", ".", "!", "?", "etc.", "3.4", "É", "_", "-", "\n", "St.", "A.", "42", "İ", "ß", "\u00a0", "日本"]
+          " ", "  ", "\t", ".", "!", "?", "etc.", "3.4", "É", "_", "-", "\n", "St.", "A.", "42", "İ", "ß", "\u00a0", "日本", "\u212a", "ſt.", "MR.", "Fig.", "x", "ǅ."]
 
 
 def texts(seed, n, max_pieces=14):
