@@ -286,8 +286,6 @@ class BadWordsFilter:
         return "bad_words" if self.pattern.search(text.lower()) else None
 
 
-
-
 def build_steps(cfg) -> list[Step]:
     """The per-document steps of the clean stage, in order, from a ``CleanConfig``."""
     steps: list[Step] = []

@@ -25,16 +25,10 @@ LINE_DTYPE = np.dtype([("hash", "<u8"), ("owner", "<u8"), ("ordinal", "<i8")])
 WINNER_DTYPE = np.dtype([("ordinal", "<i8"), ("hash", "<u8")])
 
 
-def _owner_key(doc: Document) -> int:
-    """C4 keeps a duplicated line in the page whose URL's md5 sorts first; documents without a
-    URL use their id. The first 8 bytes, big-endian, keep the hex digests' order."""
-    key = doc.metadata.get("url_normalized") or doc.url or doc.id
-    return int.from_bytes(hashlib.md5(key.encode("utf-8")).digest()[:8], "big")
-
-
 def _owner_key_of(doc_id: str, url: str | None, metadata: str | None) -> int:
-    """:func:`_owner_key` from a shard's columns: the metadata JSON is parsed only where it
-    can hold ``url_normalized``."""
+    """C4 keeps a duplicated line in the page whose URL's md5 sorts first; documents without a
+    URL use their id. The first 8 bytes, big-endian, keep the hex digests' order. The metadata
+    JSON (where the filter put the normalised URL) is parsed only where it can hold one."""
     key = json.loads(metadata).get("url_normalized") if metadata and '"url_normalized"' in metadata else None
     key = key or url or doc_id
     return int.from_bytes(hashlib.md5(key.encode("utf-8")).digest()[:8], "big")
