@@ -1,6 +1,7 @@
 """Benchmark: the whole clean stage (all phases) on generated corpora of growing size.
 
-Measures wall time, documents/s and MB/s for the stage end to end, and the peak resident
+Measures wall time, documents/s and MB/s for the stage end to end, its CPU time (the driver's
+and its pool workers'), GB per CPU-hour both ways (wall x workers, and CPU time), and the peak resident
 memory of the driver and of the largest worker, to show that memory stays flat while the
 corpus grows: dedup works one on-disk partition at a time. The partition sizes are scaled
 down with ``--part-docs`` so that the small corpora here span several partitions, as a large
@@ -62,16 +63,25 @@ def one_run(corpus: str, out: str, workers: int, part_docs: int, part_bytes: int
     stage._PART_DOCS = part_docs  # partition counts are decided in the driver and passed on
     stage._PART_BYTES = part_bytes
     cfg = CleanConfig(inputs=[corpus], output=out, workers=workers)
+    def cpu(who: int) -> float:
+        u = resource.getrusage(who)
+        return u.ru_utime + u.ru_stime
+
+    cpu0 = cpu(resource.RUSAGE_SELF)
     t0 = time.perf_counter()
     marks: list[tuple[str, float]] = []  # (phase, seconds since start) from the stage's log lines
     result = stage.run_clean(cfg, log=lambda m: marks.append((m.split(":")[0].split(" (")[0], time.perf_counter() - t0)))
     wall = time.perf_counter() - t0
+    # CPU time of the stage: this process's since the start, and its pool's workers' (children
+    # that have exited: the pool is shut down when the stage returns)
+    cpu_s = cpu(resource.RUSAGE_SELF) - cpu0 + cpu(resource.RUSAGE_CHILDREN)
     phases, last = {}, 0.0
     for name, t in marks:
         phases[name] = round(t - last, 2)
         last = t
     return {
         "wall_s": wall,
+        "cpu_s": cpu_s,
         "documents_in": result.stats["documents_in"],
         "bytes_in": result.stats["bytes_in"],
         "documents_out": result.stats["documents_out"],
@@ -109,13 +119,15 @@ def main() -> None:
             r["size"] = n
             rows.append(r)
     print(f"workers={args.workers}, partitions of {args.part_docs} documents / {args.part_bytes >> 20} MiB of text\n")
-    print("| documents | MB | wall s | docs/s | MB/s | MB/s per worker | kept | near-dups | driver peak RSS MB | largest worker peak RSS MB |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| documents | MB | wall s | docs/s | MB/s | MB/s per worker | GB per CPU-hour (wall x workers) | CPU s "
+          "| GB per CPU-hour (CPU time) | kept | near-dups | driver peak RSS MB | largest worker peak RSS MB |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         mb = r["bytes_in"] / 1e6
         print(
             f"| {r['documents_in']:,} | {mb:.1f} | {r['wall_s']:.1f} | {r['documents_in'] / r['wall_s']:,.0f} | "
-            f"{mb / r['wall_s']:.2f} | {mb / r['wall_s'] / args.workers:.2f} | {r['documents_out']:,} | {r['near_duplicates']:,} | "
+            f"{mb / r['wall_s']:.2f} | {mb / r['wall_s'] / args.workers:.2f} | {mb / r['wall_s'] / args.workers * 3.6:.1f} | "
+            f"{r['cpu_s']:.1f} | {mb / r['cpu_s'] * 3.6:.1f} | {r['documents_out']:,} | {r['near_duplicates']:,} | "
             f"{r['driver_peak_rss_mb']:.0f} | {r['worker_peak_rss_mb']:.0f} |"
         )
     print("\nseconds per phase (to the end of the phase's log line; 'near dedup' includes clustering):\n")
