@@ -161,15 +161,19 @@ def stage_asset(stage: Stage, graph: StageGraph, max_runtime_s: int) -> AssetsDe
         reported: dict = {}
         with ExitStack() as stack:
             env = {}
+            launched = stage.subprocess and not trains_in_process(p)
             if stage.subprocess:  # a training holds a slot: its own GPUs, never another training's
                 gpus, per = visible_gpus(), gpus_per_training(p)
-                slot = stack.enter_context(training_slot(root, slot_count(p.orchestrate.training_slots, gpus, per),
-                                                         context.log.info))
+                slots = slot_count(p.orchestrate.training_slots, gpus, per)
+                if gpus and slots * per > len(gpus):
+                    raise Failure(description=f"orchestrate.training_slots={slots} x train.devices={per} needs "
+                                              f"{slots * per} GPUs; {len(gpus)} are visible")
+                slot = stack.enter_context(training_slot(root, slots, context.log.info))
                 reported["training_slot"] = slot
                 mine = slot_gpus(slot, gpus, per)
-                if mine:
+                if mine and launched:  # (a training in this process sees what the process sees)
                     env["CUDA_VISIBLE_DEVICES"] = reported["gpus"] = ",".join(mine)
-            if stage.subprocess and not trains_in_process(p):
+            if launched:
                 env = {**os.environ, **env, "DAGSTER_RUN_ID": context.run.run_id,
                        "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE.parent), os.environ.get("PYTHONPATH")]))}
                 invocation = pipes_subprocess_client.run(context=context, command=launch_command(stage, p, params.file),

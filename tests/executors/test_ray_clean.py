@@ -127,6 +127,7 @@ def test_a_worker_killed_mid_unit_is_retried_and_the_output_is_unchanged(ray_clu
         if running:  # a worker process in the middle of a unit (Ray titles it with the task's name)
             killed = running[0]
             os.kill(killed[0], signal.SIGKILL)
+        time.sleep(0.002)
     out, _ = driver.communicate(timeout=300)
     assert killed is not None, "no worker was caught running a unit"
     assert not psutil.pid_exists(killed[0]) or psutil.Process(killed[0]).status() == psutil.STATUS_ZOMBIE
@@ -153,6 +154,8 @@ def test_a_killed_driver_started_again_resumes_from_the_finished_units(ray_clust
 
 
 def test_bad_input_names_the_file_as_locally(ray_cluster, tmp_path):
+    """Bad input is found while the driver ingests, before any unit: choosing Ray changes nothing
+    of the one-line error."""
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"text": "fine"}) + "\n{not json\n", encoding="utf-8")
     errors = []
@@ -173,7 +176,7 @@ from lmforge.tokenization.store import encode_shard
 missing, tmp, address = sys.argv[1:]
 for ex in (LocalExecutor(0), RayExecutor(ExecutorConfig(kind="ray", ray_address=address), 0, log=lambda m: None)):
     try:
-        ex.map(encode_shard, [(missing, tmp + "/tokenizer.json", tmp + "/part", "{}", 10)], "encode")
+        ex.map(encode_shard, [(missing, tmp + "/tokenizer.json", "sha", tmp + "/part", "{}", 10)], "encode")
     except Exception as exc:
         print(f"{ex.name} {type(exc).__name__}: {exc}")
     finally:

@@ -14,7 +14,7 @@ from .base import PhaseReport, timed_call
 
 class LocalExecutor:
     """``processes`` > 0: units run in a pool of that many spawned processes (started at the
-    first phase that has more than one unit); 0: each unit runs in this process, in order."""
+    first phase, kept for the next); 0: each unit runs in this process, in order."""
 
     name = "local"
 

@@ -18,7 +18,7 @@ from typing import Any
 from ..config import ExecutorConfig
 from ..errors import LmforgeError
 from ..progress import Progress
-from .base import PhaseReport, timed_call
+from .base import PhaseReport, phase_name, timed_call
 
 
 class RayUnavailable(LmforgeError, RuntimeError):
@@ -47,6 +47,7 @@ def check_reachable(address: str | None, timeout: float = 5.0) -> None:
     if not address or address == "auto" or "://" in address:
         return
     host, _, port = address.rpartition(":")
+    host = host.strip("[]")  # [::1]:6379
     if not host or not port.isdigit():
         raise RayUnavailable(f"executor.ray_address: {address!r} is not HOST:PORT, 'auto' or ray://HOST:PORT")
     try:
@@ -63,7 +64,9 @@ class RayExecutor:
         ray = self.ray = _import_ray()
         self.cfg = cfg
         self.phases: list[PhaseReport] = []
-        self.owns_connection = not ray.is_initialized()  # connected by the caller (Dagster's resource): left open
+        # a connection this process already had (a notebook's, a caller's ray.init) is used as it
+        # is, and left open; executor.ray_address is then not consulted
+        self.owns_connection = not ray.is_initialized()
         if self.owns_connection:
             options: dict[str, Any] = {"address": cfg.ray_address, "include_dashboard": False,
                                        "log_to_driver": False, "configure_logging": False}
@@ -76,7 +79,11 @@ class RayExecutor:
                 where = cfg.ray_address or "a new local instance"
                 raise RayUnavailable(f"executor.ray_address: cannot connect to Ray at {where}: "
                                      f"{str(exc).strip().splitlines()[0]}") from None
-        resources = ray.cluster_resources()
+        try:
+            resources = ray.cluster_resources()
+        except BaseException:
+            self.close()
+            raise
         self.cluster = {"nodes": len([n for n in ray.nodes() if n.get("Alive")]), "cpus": resources.get("CPU", 0)}
         log(f"ray: {self.cluster['nodes']} node(s), {self.cluster['cpus']:g} CPUs; "
             f"{cfg.cpus_per_task:g} CPU per task, up to {cfg.max_retries} retries")
@@ -87,8 +94,7 @@ class RayExecutor:
         report = PhaseReport(label, units=len(args))
         self.phases.append(report)
         t0 = time.perf_counter()
-        name = fn.__name__.strip("_")
-        task = self.task.options(name=f"lmforge.{name}", num_cpus=self.cfg.cpus_per_task,
+        task = self.task.options(name=f"lmforge.{phase_name(fn).replace(' ', '_')}", num_cpus=self.cfg.cpus_per_task,
                                  max_retries=self.cfg.max_retries, retry_exceptions=False)
         refs = [task.remote(fn, *a) for a in args]
         index = {ref: i for i, ref in enumerate(refs)}
@@ -119,11 +125,15 @@ class RayExecutor:
         except ray.exceptions.RayTaskError as exc:  # the unit raised: its own error, one line
             cause = exc.cause if isinstance(exc.cause, BaseException) else None
             if cause is not None:
+                cause.add_note(f"raised in a Ray worker:\n{exc}")  # the remote traceback, for a traceback's reader
                 raise cause from None
             raise
-        except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError) as exc:
+        except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError, ray.exceptions.OutOfMemoryError) as exc:
             raise LmforgeError(f"{label}: a unit's worker died {self.cfg.max_retries + 1} times "
                                f"(executor.max_retries: {self.cfg.max_retries}): {type(exc).__name__}") from None
+        except ray.exceptions.RayError as exc:  # lost objects, a dead raylet, a cancelled task
+            raise LmforgeError(f"{label}: Ray could not run a unit: {type(exc).__name__}: "
+                               f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''}") from None
 
     def close(self) -> None:
         if self.owns_connection and self.ray.is_initialized():

@@ -78,9 +78,8 @@ def token_flags(enc: Encoding, text: str) -> np.ndarray:
 class _SplitWriter:
     """Appends one split's arrays, hashing as it writes."""
 
-    def __init__(self, directory: Path, dtype: np.dtype):
+    def __init__(self, directory: Path):
         directory.mkdir(parents=True)
-        self.dtype = dtype
         self.files: dict[str, BinaryIO] = {n: open(directory / n, "wb") for n in FILES}
         self.hashes = {n: hashlib.sha256() for n in FILES}
         self.sizes = dict.fromkeys(FILES, 0)
@@ -93,13 +92,15 @@ class _SplitWriter:
         self.hashes[name].update(data)
         self.sizes[name] += len(data)
 
-    def add(self, doc_id: str, ids: list[int], flags: np.ndarray) -> None:
-        self._write("tokens.bin", np.asarray(ids, dtype=self.dtype).tobytes())
-        self._write("flags.bin", flags.tobytes())
-        self.tokens += len(ids)
-        self.documents += 1
-        self._write("doc_offsets.bin", np.array([self.tokens], dtype=np.int64).tobytes())
-        self._write("doc_ids.jsonl", (json.dumps(doc_id, ensure_ascii=False) + "\n").encode("utf-8"))
+    def append_part(self, part: Path) -> None:
+        """Append one shard's encoded documents (written by ``encode_shard``), in order."""
+        lengths = np.load(part / "lengths.npy")
+        self._write("tokens.bin", (part / "tokens.bin").read_bytes())
+        self._write("flags.bin", (part / "flags.bin").read_bytes())
+        self._write("doc_offsets.bin", (self.tokens + np.cumsum(lengths, dtype=np.int64)).tobytes())
+        self._write("doc_ids.jsonl", (part / "doc_ids.jsonl").read_bytes())
+        self.tokens += int(lengths.sum())
+        self.documents += len(lengths)
 
     def close(self) -> dict[str, Any]:
         for fh in self.files.values():
@@ -113,38 +114,29 @@ class _SplitWriter:
         }
 
 
-    def append_part(self, part: Path) -> None:
-        """Append one shard's encoded documents (written by ``encode_shard``), in order."""
-        lengths = np.load(part / "lengths.npy")
-        self._write("tokens.bin", (part / "tokens.bin").read_bytes())
-        self._write("flags.bin", (part / "flags.bin").read_bytes())
-        self._write("doc_offsets.bin", (self.tokens + np.cumsum(lengths, dtype=np.int64)).tobytes())
-        self._write("doc_ids.jsonl", (part / "doc_ids.jsonl").read_bytes())
-        self.tokens += int(lengths.sum())
-        self.documents += len(lengths)
-
-
 # ----------------------------------------------------------------------------- one shard, on an executor
 
 _TOKENIZERS: dict[str, Tokenizer] = {}
 
 
-def encode_shard(shard: str, tokenizer: str, part: str, split_json: str, batch_size: int) -> int | None:
+def encode_shard(shard: str, tokenizer: str, tokenizer_sha: str, part: str, split_json: str, batch_size: int) -> int | None:
     """Encode one clean shard into ``part/<split>/`` (tokens, flags, each document's length, ids);
     returns the shard's bytes of text, or None when the part was already done. Run by the
-    executor (this process, a process pool or a Ray task), so only paths and JSON go in."""
+    executor (this process, a process pool or a Ray task), so only paths and JSON go in; the
+    tokenizer's checksum keys the process's cached tokenizer (one retrained at the same path is
+    loaded again)."""
     out = Path(part)
     marker = out / "part.done"
     if is_done(marker):
         return None
     source = pq.ParquetFile(shard)
-    if tokenizer not in _TOKENIZERS:
+    if tokenizer_sha not in _TOKENIZERS:
         _TOKENIZERS.clear()
         try:
-            _TOKENIZERS[tokenizer] = Tokenizer.from_file(tokenizer)
+            _TOKENIZERS[tokenizer_sha] = Tokenizer.from_file(tokenizer)
         except Exception as exc:  # noqa: BLE001 - the Rust library's error names no file
             raise StoreError(f"{tokenizer}: cannot load the tokenizer: {exc}") from None
-    tok = _TOKENIZERS[tokenizer]
+    tok = _TOKENIZERS[tokenizer_sha]
     dtype = token_dtype(tok.get_vocab_size())
     split_cfg = SplitConfig.model_validate_json(split_json)
     parts = {name: {"tokens": [], "flags": [], "lengths": [], "ids": []} for name in SPLITS}
@@ -215,7 +207,7 @@ def build_store(params: Params, kind: str, log: Callable[[str], None] = print,
     # Local: one shard after another in this process (the tokenizer encodes each batch on every
     # core); Ray: one task per shard.
     with open_executor(executor or ExecutorConfig(), 0, log) as ex:
-        args = [(str(sh.resolve()), str((tok_dir / "tokenizer.json").resolve()), str((work / sh.stem).resolve()),
+        args = [(str(sh.resolve()), str((tok_dir / "tokenizer.json").resolve()), tok_sha, str((work / sh.stem).resolve()),
                  params.split.model_dump_json(), params.tokenize.batch_size) for sh in shards]
         done = ex.map(encode_shard, args, f"token store {kind}")
         execution = {"executor": ex.name, "phases": {r.name: r.to_dict() for r in ex.phases}}
@@ -223,7 +215,7 @@ def build_store(params: Params, kind: str, log: Callable[[str], None] = print,
         log(f"token store {kind}: {done.count(None)} of {len(done)} shards already encoded, reused")
     n_bytes = sum(json.loads((work / sh.stem / "part.done").read_text(encoding="utf-8"))["bytes"] for sh in shards)
     with staged_dir(out) as tmp:
-        writers = {s: _SplitWriter(tmp / s, dtype) for s in SPLITS}
+        writers = {s: _SplitWriter(tmp / s) for s in SPLITS}
         for sh in shards:
             for name, writer in writers.items():
                 writer.append_part(work / sh.stem / name)
