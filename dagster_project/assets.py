@@ -121,7 +121,9 @@ def execution_metadata(result) -> dict:
     for name, ph in execution["phases"].items():
         rows.append(f"| {name} | {ph['units']} | {ph['seconds']} | {ph['unit_seconds_total']} | {ph['unit_seconds_max']} "
                     f"| {ph['worker_processes']} | {', '.join(ph['hosts'])} |")
-    return {"executor": execution["executor"], "executor_phases": MetadataValue.md("\n".join(rows))}
+    cluster = execution.get("cluster") or {}
+    return {"executor": execution["executor"], "executor_nodes": int(cluster.get("nodes", 1)),
+            "executor_cpus": float(cluster.get("cpus", 0)), "executor_phases": MetadataValue.md("\n".join(rows))}
 
 
 def asset_pool(stage: Stage) -> str:

@@ -28,6 +28,7 @@ from ..corpus.document import SCHEMA, CorpusError, Document
 from ..corpus.sources import InputReport, iter_documents
 from ..corpus.stdlib import CORPUS_VERSION
 from ..executors import open_executor
+from ..executors.base import execution_report
 from ..executors.base import phase_name
 from .dedup.lines import dedup_apply, dedup_map, dedup_reduce
 from .dedup.minhash import cluster_sizes, minhash_map, minhash_reduce, near_duplicates
@@ -247,7 +248,7 @@ def run_clean(cfg: CleanConfig, log: Callable[[str], None] = print, executor: Ex
         for o, root in near_drops.items():
             per_shard[o // cfg.shard_size][o] = root
         run_all(_write_final, [(work, s, source, per_shard[s], cfg.dropped_samples) for s in range(n_shards)])
-        execution = {"executor": ex.name, "phases": {r.name: r.to_dict() for r in ex.phases}}
+        execution = execution_report(ex)
 
     # Publish: the shards, stats.json and the dropped samples go into a staged folder that
     # replaces the output whole; then the work folder (beside the output) goes, unless it is

@@ -42,6 +42,7 @@ def timed_call(fn: Callable[..., Any], *args: Any) -> tuple[Any, str, str, float
 class Executor(Protocol):
     name: str
     phases: list[PhaseReport]
+    cluster: dict[str, float]  # nodes and CPUs it runs on
 
     def map(self, fn: Callable[..., Any], args: list[tuple], label: str) -> list[Any]:
         """``fn(*a)`` for every ``a`` in ``args``, results in the same order; the first unit that
@@ -53,3 +54,10 @@ class Executor(Protocol):
 
 def phase_name(fn: Callable[..., Any]) -> str:
     return fn.__name__.strip("_").replace("_", " ")
+
+
+def execution_report(executor: Executor) -> dict[str, Any]:
+    """What a stage records of where it ran: the executor, its cluster (nodes, CPUs) and each
+    phase's report."""
+    return {"executor": executor.name, "cluster": dict(executor.cluster),
+            "phases": {r.name: r.to_dict() for r in executor.phases}}

@@ -22,6 +22,7 @@ class LocalExecutor:
         self.processes = processes
         self.pool: ProcessPoolExecutor | None = None
         self.phases: list[PhaseReport] = []
+        self.cluster = {"nodes": 1, "cpus": max(1, processes)}
 
     def map(self, fn: Callable[..., Any], args: list[tuple], label: str) -> list[Any]:
         report = PhaseReport(label, units=len(args))

@@ -37,6 +37,7 @@ from ..corpus.document import CorpusError
 from ..errors import LmforgeError
 from ..layout import corpus_dir, token_store_dir, tokenizer_dir
 from ..executors import open_executor
+from ..executors.base import execution_report
 from ..splits import SPLITS, split_of
 from ..token_flags import SENTENCE_START, WORD_START
 from .corpus import clean_shards
@@ -210,7 +211,7 @@ def build_store(params: Params, kind: str, log: Callable[[str], None] = print,
         args = [(str(sh.resolve()), str((tok_dir / "tokenizer.json").resolve()), tok_sha, str((work / sh.stem).resolve()),
                  params.split.model_dump_json(), params.tokenize.batch_size) for sh in shards]
         done = ex.map(encode_shard, args, f"token store {kind}")
-        execution = {"executor": ex.name, "phases": {r.name: r.to_dict() for r in ex.phases}}
+        execution = execution_report(ex)
     if None in done:
         log(f"token store {kind}: {done.count(None)} of {len(done)} shards already encoded, reused")
     n_bytes = sum(json.loads((work / sh.stem / "part.done").read_text(encoding="utf-8"))["bytes"] for sh in shards)
