@@ -27,10 +27,15 @@ BAND_DTYPE = np.dtype([("key", "<u8"), ("ordinal", "<i8"), ("shard", "<i4"), ("r
 
 
 def _mix(z: np.ndarray) -> np.ndarray:
+    """The 64-bit finaliser that turns a hash into one permutation's value, computed in place
+    in ``z`` (an array the caller owns: no temporaries its size but one)."""
     with np.errstate(over="ignore"):
-        z = (z ^ (z >> np.uint64(30))) * _M1
-        z = (z ^ (z >> np.uint64(27))) * _M2
-        return z ^ (z >> np.uint64(31))
+        z ^= z >> np.uint64(30)
+        z *= _M1
+        z ^= z >> np.uint64(27)
+        z *= _M2
+        z ^= z >> np.uint64(31)
+    return z
 
 
 def permutation_seeds(num_perm: int, seed: int) -> np.ndarray:
@@ -63,17 +68,6 @@ def signature(hashes: np.ndarray, seeds: np.ndarray) -> np.ndarray:
     return out
 
 
-def _mix_inplace(z: np.ndarray) -> np.ndarray:
-    """:func:`_mix` computed in place in ``z`` (no temporaries the size of ``z`` but one)."""
-    with np.errstate(over="ignore"):
-        z ^= z >> np.uint64(30)
-        z *= _M1
-        z ^= z >> np.uint64(27)
-        z *= _M2
-        z ^= z >> np.uint64(31)
-    return z
-
-
 _MASK = (1 << 64) - 1
 _X1, _X2, _X3, _X4, _X5 = 0x9E3779B185EBCA87, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0x85EBCA77C2B2AE63, 0x27D4EB2F165667C5
 _P1, _P2, _P3, _P4, _P5 = (np.uint64(x) for x in (_X1, _X2, _X3, _X4, _X5))
@@ -85,6 +79,30 @@ def _rotl(x: np.ndarray, r: int) -> np.ndarray:
 
 def _xxh_round(acc: np.ndarray, lane: np.ndarray) -> np.ndarray:
     return _rotl(acc + lane * _P2, 31) * _P1
+
+
+def _xxh_start(n: int) -> list[np.ndarray]:
+    """XXH64's four accumulators (seed 0) for ``n`` inputs of at least one 32-byte stripe."""
+    return [np.full(n, np.uint64((_X1 + _X2) & _MASK)), np.full(n, _P2), np.zeros(n, dtype=np.uint64),
+            np.full(n, np.uint64(-_X1 & _MASK))]
+
+
+def _xxh_merge(v: list[np.ndarray]) -> np.ndarray:
+    """The four accumulators folded into one hash, as XXH64 does after the last stripe."""
+    h = _rotl(v[0], 1) + _rotl(v[1], 7) + _rotl(v[2], 12) + _rotl(v[3], 18)
+    for acc in v:
+        h = (h ^ _xxh_round(np.zeros(acc.size, dtype=np.uint64), acc)) * _P1 + _P4
+    return h
+
+
+def _xxh_avalanche(h: np.ndarray) -> np.ndarray:
+    """XXH64's final mixing, in place."""
+    h ^= h >> np.uint64(33)
+    h *= _P2
+    h ^= h >> np.uint64(29)
+    h *= _P3
+    h ^= h >> np.uint64(32)
+    return h
 
 
 def xxh64_slices(data: bytes, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -105,19 +123,14 @@ def xxh64_slices(data: bytes, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         h = np.full(n, _P5, dtype=np.uint64)
         big = np.flatnonzero(stripes > 0)
         if big.size:
-            m = big.size
-            v = [np.full(m, np.uint64((_X1 + _X2) & _MASK)), np.full(m, _P2), np.zeros(m, dtype=np.uint64),
-                 np.full(m, np.uint64(-_X1 & _MASK))]
+            v = _xxh_start(big.size)
             start, count = lo[big], stripes[big]
             for k in range(int(count.max())):
                 a = np.flatnonzero(count > k)
                 q = start[a] + 32 * k
                 for j in range(4):
                     v[j][a] = _xxh_round(v[j][a], words[q + 8 * j])
-            acc = _rotl(v[0], 1) + _rotl(v[1], 7) + _rotl(v[2], 12) + _rotl(v[3], 18)
-            for j in range(4):
-                acc = (acc ^ _xxh_round(np.zeros(m, dtype=np.uint64), v[j])) * _P1 + _P4
-            h[big] = acc
+            h[big] = _xxh_merge(v)
         h += size.astype(np.uint64)
         pos = lo + stripes * 32
         rest = size - stripes * 32
@@ -134,12 +147,7 @@ def xxh64_slices(data: bytes, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         for k in range(3):  # single bytes
             a = np.flatnonzero(rest > k)
             h[a] = _rotl(h[a] ^ ((words[pos[a] + k] & np.uint64(0xFF)) * _P5), 11) * _P1
-        h ^= h >> np.uint64(33)
-        h *= _P2
-        h ^= h >> np.uint64(29)
-        h *= _P3
-        h ^= h >> np.uint64(32)
-    return h
+        return _xxh_avalanche(h)
 
 
 def _xxh64_stripes(lanes: np.ndarray) -> np.ndarray:
@@ -147,21 +155,13 @@ def _xxh64_stripes(lanes: np.ndarray) -> np.ndarray:
     the input is whole 32-byte stripes, so there is no tail."""
     n, width = lanes.shape
     with np.errstate(over="ignore"):
-        v = [np.full(n, np.uint64((_X1 + _X2) & _MASK)), np.full(n, _P2), np.zeros(n, dtype=np.uint64),
-             np.full(n, np.uint64(-_X1 & _MASK))]
+        v = _xxh_start(n)
         for k in range(0, width, 4):
             for j in range(4):
                 v[j] = _xxh_round(v[j], lanes[:, k + j])
-        h = _rotl(v[0], 1) + _rotl(v[1], 7) + _rotl(v[2], 12) + _rotl(v[3], 18)
-        for j in range(4):
-            h = (h ^ _xxh_round(np.zeros(n, dtype=np.uint64), v[j])) * _P1 + _P4
+        h = _xxh_merge(v)
         h += np.uint64(width * 8)
-        h ^= h >> np.uint64(33)
-        h *= _P2
-        h ^= h >> np.uint64(29)
-        h *= _P3
-        h ^= h >> np.uint64(32)
-    return h
+        return _xxh_avalanche(h)
 
 
 def _gram_hashes(texts: list[str], ngram: int) -> tuple[np.ndarray, np.ndarray]:
@@ -221,7 +221,7 @@ def shard_signatures(texts: list[str], ngram: int, seeds: np.ndarray) -> tuple[n
         docs = np.arange(d, e)
         docs = docs[counts[d:e] > 0]
         g0, g1 = int(starts[d]), int(ends[e - 1])
-        block = _mix_inplace(hashes[g0:g1, None] ^ seeds[None, :])
+        block = _mix(hashes[g0:g1, None] ^ seeds[None, :])
         sigs[docs] = np.minimum.reduceat(block, starts[docs] - g0, axis=0)
         d = e
     return sigs, counts > 0
