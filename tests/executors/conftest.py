@@ -30,8 +30,8 @@ def _free_port() -> int:
 def _node_ports() -> list[str]:
     """The ports of one node's own servers, chosen free here, so that two clusters (two test
     workers) never reach for the same fixed default."""
-    return [f"--dashboard-agent-listen-port={_free_port()}", f"--metrics-export-port={_free_port()}",
-            f"--runtime-env-agent-port={_free_port()}"]
+    return [f"--dashboard-agent-listen-port={_free_port()}", f"--dashboard-agent-grpc-port={_free_port()}",
+            f"--metrics-export-port={_free_port()}", f"--runtime-env-agent-port={_free_port()}"]
 
 
 class Cluster:
@@ -53,20 +53,39 @@ class Cluster:
     def start(self) -> None:
         self._start("--head", f"--port={self.port}", "--include-dashboard=false", f"--temp-dir={self.temp}",
                     f"--ray-client-server-port={_free_port()}")
-        self._wait(1)
-        self._start(f"--address={self.address}")
-        self._wait(2)
+        if not self._joined(1):
+            self._fail(1)
+        # On a loaded machine the second raylet can miss Ray's fixed 30 s registration window
+        # (`ray start` then exits): a node that did not join is started once more.
+        for _ in range(2):
+            self._start(f"--address={self.address}")
+            if self._joined(2):
+                return
+            self._kill(self.procs.pop())
+        self._fail(2)
 
-    def _wait(self, nodes: int, timeout: float = 90) -> None:
+    def _joined(self, nodes: int, timeout: float = 90) -> bool:
         code = ("import ray, time\nray.init(address=%r, log_to_driver=False)\n"
                 "while len([n for n in ray.nodes() if n['Alive']]) < %d: time.sleep(0.2)\n" % (self.address, nodes))
         try:
             subprocess.run([sys.executable, "-c", code], env=self.env, timeout=timeout, check=True,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         except (subprocess.SubprocessError, OSError):
-            logs = "\n".join(p.read_text(errors="replace")[-2000:] for p in sorted(Path(self.temp).glob("node*.log")))
-            self.stop()
-            pytest.fail(f"the test's Ray cluster did not start ({nodes} node(s) expected):\n{logs}")
+            return False
+        return True
+
+    def _fail(self, nodes: int) -> None:
+        logs = "\n".join(p.read_text(errors="replace")[-2000:] for p in sorted(Path(self.temp).glob("node*.log")))
+        self.stop()
+        pytest.fail(f"the test's Ray cluster did not start ({nodes} node(s) expected):\n{logs}")
+
+    @staticmethod
+    def _kill(p: subprocess.Popen) -> None:
+        try:  # the node's whole group: raylet, agents, workers
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        p.wait()
 
     def stop(self) -> None:
         for p in self.procs:
@@ -80,11 +99,7 @@ class Cluster:
                 p.wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 pass
-            try:  # whatever the graceful stop left of the node (raylet, GCS, workers): its whole group
-                os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            p.wait()
+            self._kill(p)  # whatever the graceful stop left of the node
         shutil.rmtree(self.temp, ignore_errors=True)
 
 
