@@ -76,6 +76,17 @@ def test_a_terminal_that_reports_no_size_still_gets_a_bar(monkeypatch):
         progress = Progress(10, "pretrain gpt", "steps", stream=stream)
         progress.update(3, "loss 5.000")
         progress.close()
-    text = os.read(master, 65536).decode("utf-8", "replace")
+    # one read returns what the pty has buffered so far, which may be a part; read until the closed
+    # slave side gives end of file (EIO on Linux)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
     os.close(master)
+    text = b"".join(chunks).decode("utf-8", "replace")
     assert "pretrain gpt" in text and "3/10" in text and "loss 5.000" in text, text
