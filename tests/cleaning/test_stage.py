@@ -208,7 +208,7 @@ def test_corrupted_intermediate_is_detected_and_redone(tmp_path):
     (tmp_path / ".out.work" / "filter" / "shard-00001.parquet").write_bytes(b"garbage")
     (out / "stats.json").unlink()
     _, _, logs = clean(tmp_path, [src], shard_size=5, keep_work=True)
-    assert any("filter_shard: 3 of 4 units already done" in line for line in logs)
+    assert any("filter shard: 3 of 4 units already done" in line for line in logs)
     assert {f.name: f.read_bytes() for f in out.glob("shard-*.parquet")} == reference
 
 

@@ -19,7 +19,6 @@ import pytest
 
 from lmforge.cleaning.stage import run_clean
 from lmforge.config import CleanConfig, ExecutorConfig, parse_params
-from lmforge.corpus.document import CorpusError
 from lmforge.tokenization.store import build_store
 from lmforge.tokenization.train import run_tokenizers
 
@@ -154,18 +153,30 @@ def test_a_killed_driver_started_again_resumes_from_the_finished_units(ray_clust
     assert digest(run / "clean") == local
 
 
+BAD_INPUT = """
+import sys
+from lmforge.cleaning.stage import run_clean
+from lmforge.config import CleanConfig, ExecutorConfig
+from lmforge.corpus.document import CorpusError
+for kind, out in (("local", sys.argv[2]), ("ray", sys.argv[3])):
+    cfg = CleanConfig(inputs=sys.argv[4:], output=out, workers=2)
+    try:
+        run_clean(cfg, log=lambda m: None, executor=ExecutorConfig(kind=kind, ray_address=sys.argv[1]))
+    except CorpusError as exc:
+        print(f"{kind} {exc}")
+"""
+
+
 def test_bad_input_names_the_file_as_locally(ray_cluster, tmp_path):
-    """Bad input is found while the driver ingests, before any unit: choosing Ray changes nothing
-    of the one-line error."""
+    """The inputs are read by units on the cluster: a bad file stops the stage with the same
+    one-line error, naming the file and line, as locally."""
+    good = write_jsonl(tmp_path / "good.jsonl", [{"text": page(random.Random(1))}])
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"text": "fine"}) + "\n{not json\n", encoding="utf-8")
-    errors = []
-    for kind, address in (("local", None), ("ray", ray_cluster.address)):
-        cfg = CleanConfig(inputs=[str(bad)], output=str(tmp_path / kind), workers=1)
-        with pytest.raises(CorpusError) as err:
-            run_clean(cfg, log=lambda m: None, executor=ExecutorConfig(kind=kind, ray_address=address))
-        errors.append(str(err.value))
-    assert errors[0] == errors[1] == f"{bad}:2: not valid JSON: Expecting property name enclosed in double quotes"
+    out = run_driver(BAD_INPUT, ray_cluster, ray_cluster.address, str(tmp_path / "local"), str(tmp_path / "ray"),
+                     good, str(bad))
+    expected = f"{bad}:2: not valid JSON: Expecting property name enclosed in double quotes"
+    assert out.splitlines() == [f"local {expected}", f"ray {expected}"]
 
 
 UNIT_ERROR = """

@@ -24,12 +24,9 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
-import matplotlib
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from ..artifacts import atomic_write_bytes  # noqa: E402
+from ..artifacts import atomic_write_bytes
 
 DPI = 100
 FIGSIZE = (7.0, 4.0)
@@ -40,14 +37,19 @@ _logger = logging.getLogger(__name__)
 Drawing = Callable[[], bytes]
 
 
-def png(fig) -> bytes:
-    """The figure as PNG bytes (closed afterwards). No timestamp is written: the same figures
-    give the same bytes, so an unchanged stage output stays unchanged for DVC."""
+def subplots(nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float] = FIGSIZE, layout: str | None = None, **kwargs):
+    """A figure and its axes as ``pyplot.subplots`` makes them (``kwargs``: sharex, squeeze,
+    width_ratios, ...), without pyplot: no global figure registry to close, and no pyplot import
+    (a third of a second) in every stage that draws. Drawn with Agg by :func:`png`."""
+    fig = Figure(figsize=figsize, layout=layout)
+    return fig, fig.subplots(nrows, ncols, **kwargs)
+
+
+def png(fig: Figure) -> bytes:
+    """The figure as PNG bytes. No timestamp is written: the same figures give the same bytes,
+    so an unchanged stage output stays unchanged for DVC."""
     buffer = io.BytesIO()
-    try:
-        fig.savefig(buffer, format="png", dpi=DPI, metadata={"Software": None})
-    finally:
-        plt.close(fig)
+    fig.savefig(buffer, format="png", dpi=DPI, metadata={"Software": None})
     return buffer.getvalue()
 
 

@@ -7,10 +7,9 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-import matplotlib.pyplot as plt
 import numpy as np
 
-from . import FIGSIZE, WIDE, Drawing, empty, png
+from . import FIGSIZE, WIDE, Drawing, empty, png, subplots
 
 MAX_LANGUAGES = 12  # the most frequent; the rest are one "other" bar
 
@@ -57,7 +56,7 @@ def drops(stats: dict[str, Any]) -> bytes:
     """Documents and bytes: read, removed by each rule (largest first), kept."""
     dropped = {r: d for r, d in (stats.get("dropped") or {}).items() if d.get("documents")}
     order = sorted(dropped, key=lambda r: (-dropped[r]["documents"], r))
-    fig, (docs_ax, bytes_ax) = plt.subplots(1, 2, figsize=WIDE, layout="constrained")
+    fig, (docs_ax, bytes_ax) = subplots(1, 2, figsize=WIDE, layout="constrained")
     _waterfall(docs_ax, ("read", stats["documents_in"]), [(r, dropped[r]["documents"]) for r in order],
                ("kept", stats["documents_out"]), "documents")
     docs_ax.set_title(f"Documents: {stats['documents_out']:,} of {stats['documents_in']:,} kept "
@@ -101,7 +100,7 @@ def lengths(stats: dict[str, Any]) -> bytes:
     before = np.array(h["documents_in"], dtype=float) if h.get("documents_in") else None
     both = out + (before if before is not None else 0)
     used = np.flatnonzero(both)
-    fig, ax = plt.subplots(figsize=FIGSIZE, layout="constrained")
+    fig, ax = subplots(figsize=FIGSIZE, layout="constrained")
     if not len(used):
         empty(ax, "no documents")
         return png(fig)
@@ -125,7 +124,7 @@ def languages(stats: dict[str, Any]) -> bytes:
     """Language ID's verdicts, most frequent first: kept by the language rule and dropped by it."""
     seen = stats["languages"].get("seen") or {}
     dropped = stats["languages"].get("dropped") or {}
-    fig, ax = plt.subplots(figsize=FIGSIZE, layout="constrained")
+    fig, ax = subplots(figsize=FIGSIZE, layout="constrained")
     if not seen:
         empty(ax, "language ID looked at no document")
         return png(fig)
@@ -155,7 +154,7 @@ def languages(stats: dict[str, Any]) -> bytes:
 def near_duplicates(stats: dict[str, Any]) -> bytes:
     """How many near-duplicate clusters have each size (a kept document and its dropped copies)."""
     clusters = {int(k): int(v) for k, v in (stats.get("near_duplicate_clusters") or {}).items()}
-    fig, ax = plt.subplots(figsize=FIGSIZE, layout="constrained")
+    fig, ax = subplots(figsize=FIGSIZE, layout="constrained")
     if not clusters:
         empty(ax, "no near-duplicates found")
         return png(fig)

@@ -8,10 +8,9 @@ import math
 from functools import partial
 from typing import Any
 
-import matplotlib.pyplot as plt
 import numpy as np
 
-from . import FIGSIZE, WIDE, Drawing, empty, png
+from . import FIGSIZE, WIDE, Drawing, empty, png, subplots
 
 
 def dataset_charts(summary: dict[str, Any], noise_figures: dict[str, Any] | None = None,
@@ -39,7 +38,7 @@ def noise(objective: str, *, rate_name: str, realised: float | None, configured:
           configured_spans: dict | None = None, tolerance: float | None = None) -> bytes:
     """Left: the realised rate beside the configured one (with the check's tolerance band).
     Right: the span-length distribution (shares of spans) with the realised and configured means."""
-    fig, (rate_ax, span_ax) = plt.subplots(1, 2, figsize=WIDE, layout="constrained", width_ratios=(1, 2.2))
+    fig, (rate_ax, span_ax) = subplots(1, 2, figsize=WIDE, layout="constrained", width_ratios=(1, 2.2))
     values = [configured, realised if realised is not None else math.nan]
     bars = rate_ax.bar([0, 1], values, color=["tab:gray", "tab:blue"], width=0.6)
     rate_ax.bar_label(bars, labels=[f"{v:.4f}" if not math.isnan(v) else "not measured" for v in values],
@@ -89,7 +88,7 @@ def noise(objective: str, *, rate_name: str, realised: float | None, configured:
 
 def input_lengths(objective: str, splits: dict[str, dict]) -> bytes:
     """Examples by input length, per split (the stage's length bins)."""
-    fig, ax = plt.subplots(figsize=FIGSIZE, layout="constrained")
+    fig, ax = subplots(figsize=FIGSIZE, layout="constrained")
     hists = {split: s.get("input_length_histogram") or {} for split, s in splits.items()}
     keys = sorted({k for h in hists.values() for k in h}, key=_key_order)
     if not keys:

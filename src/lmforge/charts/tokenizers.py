@@ -6,10 +6,9 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-import matplotlib.pyplot as plt
 import numpy as np
 
-from . import FIGSIZE, Drawing, empty, png
+from . import FIGSIZE, Drawing, empty, png, subplots
 
 
 def tokenizer_charts(metrics: dict[str, Any]) -> dict[str, Drawing | None]:
@@ -28,7 +27,7 @@ def fertility(metrics: dict[str, Any]) -> bytes:
     """Words by the number of tokens each is split into, as shares of the words counted."""
     f = metrics["fertility"]
     counts = np.array(f["counts"], dtype=float)
-    fig, ax = plt.subplots(figsize=FIGSIZE, layout="constrained")
+    fig, ax = subplots(figsize=FIGSIZE, layout="constrained")
     if not counts.sum():
         empty(ax, "no words measured")
         return png(fig)
@@ -53,7 +52,7 @@ def token_lengths(metrics: dict[str, Any]) -> bytes:
     """The vocabulary's entries (special tokens left out) by length."""
     v = metrics["vocab_token_lengths"]
     counts = np.array(v["counts"], dtype=float)
-    fig, ax = plt.subplots(figsize=FIGSIZE, layout="constrained")
+    fig, ax = subplots(figsize=FIGSIZE, layout="constrained")
     if not counts.sum():
         empty(ax, "empty vocabulary")
         return png(fig)

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import matplotlib.pyplot as plt
 import numpy as np
 
-from . import empty, png
+from . import empty, png, subplots
 
 
 def _points(rows: Sequence[dict], key: str) -> tuple[list[float], list[float]]:
@@ -23,7 +22,7 @@ def run_curves(rows: Sequence[dict], title: str, baseline: float | None = None) 
     it the learning rate and the tokens per second where the history holds them."""
     extra = [key for key in ("lr", "tokens_per_second") if any(r.get(key) not in (None, "") for r in rows)]
     heights = [3.0] + [1.3] * len(extra)
-    fig, axes = plt.subplots(len(heights), 1, figsize=(7.0, 3.5 + 1.6 * len(extra)), sharex=True,
+    fig, axes = subplots(len(heights), 1, figsize=(7.0, 3.5 + 1.6 * len(extra)), sharex=True,
                              layout="constrained", height_ratios=heights, squeeze=False)
     loss_ax = axes[0][0]
     plotted = False
@@ -68,7 +67,7 @@ def confusion(labels: Sequence[str], matrix: Sequence[Sequence[int]], title: str
     m = np.asarray(matrix, dtype=float)
     n = len(labels)
     size = min(4.0 + 0.45 * n, 14.0)
-    fig, ax = plt.subplots(figsize=(size + 1.2, size), layout="constrained")
+    fig, ax = subplots(figsize=(size + 1.2, size), layout="constrained")
     if not m.size or not m.sum():
         empty(ax, "no test predictions")
         return png(fig)

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..artifacts import atomic_write_json
@@ -44,6 +45,10 @@ class LengthHistogram:
         for i, c in enumerate(np.bincount(bins, minlength=len(LENGTH_BOUNDS)).tolist()):
             self.counts[i] += c
 
+    def add_counts(self, counts: list[int]) -> None:
+        """Add another histogram's :meth:`to_list`."""
+        self.counts = [a + b for a, b in zip(self.counts, counts, strict=True)]
+
     def to_list(self) -> list[int]:
         return list(self.counts)
 
@@ -55,11 +60,13 @@ def shard_name(i: int) -> str:
 def docs_to_table(docs: list[Document], ordinals: list[int], schema: pa.Schema = WORK_SCHEMA,
                   metadata_json: list[str | None] | None = None) -> pa.Table:
     """``metadata_json``: where not None, a document's metadata as JSON, written as it is."""
-    dumps = json.dumps
+    def dumps(metadata: dict[str, Any]) -> str:
+        return json.dumps(metadata, sort_keys=True, ensure_ascii=False) if metadata else "{}"
+
     if metadata_json is None:
-        meta = [dumps(d.metadata, sort_keys=True, ensure_ascii=False) for d in docs]
+        meta = [dumps(d.metadata) for d in docs]
     else:
-        meta = [m if m is not None else dumps(d.metadata, sort_keys=True, ensure_ascii=False) for d, m in zip(docs, metadata_json)]
+        meta = [m if m is not None else dumps(d.metadata) for d, m in zip(docs, metadata_json)]
     cols: dict[str, list[Any]] = {
         "id": [d.id for d in docs],
         "text": [d.text for d in docs],
@@ -132,6 +139,15 @@ def merge_stats(paths: Iterable[Path], keep_samples: int) -> ShardStats:
     return total
 
 
+def kept_counts(table: pa.Table) -> dict[str, Any]:
+    """The documents of a shard, their bytes of text and its length histogram: what the stage
+    reports of its output, counted where the shard is written rather than read again."""
+    sizes = pc.binary_length(table.column("text")).to_numpy().astype(np.int64)  # UTF-8 bytes of each text
+    lengths = LengthHistogram()
+    lengths.add_many(sizes)
+    return {"documents": table.num_rows, "bytes": int(sizes.sum()), "lengths": lengths.to_list()}
+
+
 Decide = Callable[[Document, int, ShardStats], "str | None"]
 
 
@@ -174,8 +190,9 @@ def rewrite_shard(wd: Path, src: str, dst: str, shard: int, keep_samples: int, d
         kept.append(doc)
         kept_ord.append(o)
         kept_meta.append(m if m else None)  # JSON to write as it is (an empty one is written as "{}")
-    write_parquet(out, docs_to_table(kept, kept_ord, schema, kept_meta))
+    table = docs_to_table(kept, kept_ord, schema, kept_meta)
+    write_parquet(out, table)
     stats_path = out.with_suffix(".stats.json")
-    atomic_write_json(stats_path, stats.to_dict())
+    atomic_write_json(stats_path, {**stats.to_dict(), "kept": kept_counts(table)})
     mark_done([out, stats_path], marker)
     return True

@@ -1,4 +1,4 @@
-"""The clean stage: ingest -> URL dedup -> the C4 rules, language ID, bad words -> line dedup ->
+"""The clean stage: ingest (``ingest.py``) -> URL dedup -> the C4 rules, language ID, bad words -> line dedup ->
 MinHash near-dup dedup -> the final shards and ``stats.json``. This module runs the phases
 (each resumable, shard by shard or partition by partition, on an executor: a process pool or Ray tasks); the
 cross-document passes are in ``dedup/``. See docs/CLEANING.md.
@@ -17,25 +17,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .. import __version__
 from ..artifacts import atomic_write_bytes, atomic_write_json, fingerprint, finished, sha256_file, staged_dir
 from ..config import CleanConfig, ExecutorConfig
 from ..corpus.document import SCHEMA, CorpusError, Document
-from ..corpus.sources import InputReport, iter_documents
+from ..corpus.sources import is_uri, resolve_inputs
 from ..corpus.stdlib import CORPUS_VERSION
 from ..executors import open_executor
-from ..executors.base import execution_report
-from ..executors.base import phase_name
+from ..executors.base import execution_report, run_phase
 from .dedup.lines import dedup_apply, dedup_map, dedup_reduce
 from .dedup.minhash import cluster_sizes, minhash_map, minhash_reduce, near_duplicates
 from .dedup.urls import normalize_url, url_losers, url_map, url_reduce
 from .filters import build_steps
-from .shards import LENGTH_BOUNDS, LengthHistogram, ShardStats, docs_to_table, merge_stats, rewrite_shard, shard_name
-from .storage import is_done, mark_done, write_parquet
+from .ingest import ingest
+from .shards import LENGTH_BOUNDS, LengthHistogram, ShardStats, kept_counts, merge_stats, rewrite_shard, shard_name
 
 _PART_BYTES = 32 << 20  # line-dedup partition: about this much text per partition
 _PART_DOCS = 1_000_000  # URL and MinHash partitions: about this many documents each
@@ -135,51 +132,17 @@ def _fingerprint(cfg: CleanConfig) -> str:
             for f in sorted(q for q in p.rglob("*") if q.is_file()):
                 st = f.stat()
                 items.append([str(f), st.st_size, st.st_mtime_ns])
+        elif is_uri(spec):  # an object store's files: their sizes and ETags (or modification times)
+            try:
+                items.append([[i.label, i.size, i.version] for i in resolve_inputs([spec])])
+            except CorpusError:
+                items.append(spec)  # reported (or skipped) when the stage reads its inputs
         elif spec == "stdlib":
             items.append([spec, sys.version, CORPUS_VERSION])  # the demo corpus changes with the interpreter
             items.append(_package_versions(cfg.include_site_packages))  # ... and with the packages it reads
         else:
             items.append(spec)
     return fingerprint(*items)
-
-
-def _ingest(cfg: CleanConfig, wd: Path, log: Callable[[str], None]) -> dict[str, Any]:
-    manifest_path = wd / "ingest" / "manifest.json"
-    if manifest_path.exists():
-        return json.loads(manifest_path.read_text(encoding="utf-8"))
-    report = InputReport()
-    shard, buf, ords = 0, [], []
-    n_docs = n_bytes = 0
-    lengths = LengthHistogram()
-
-    def flush() -> None:
-        nonlocal shard, buf, ords
-        path = wd / "ingest" / f"{shard_name(shard)}.parquet"
-        marker = path.with_suffix(".done")
-        if not is_done(marker):
-            write_parquet(path, docs_to_table(buf, ords))
-            mark_done([path], marker)
-        shard, buf, ords = shard + 1, [], []
-
-    for doc in iter_documents(cfg.inputs, cfg.on_bad_input, report, cfg.include_site_packages, cfg.max_documents):
-        buf.append(doc)
-        ords.append(n_docs)
-        n_docs += 1
-        size = len(doc.text.encode("utf-8"))
-        n_bytes += size
-        lengths.add(size)
-        if len(buf) == cfg.shard_size:
-            flush()
-    if buf:
-        flush()
-    if n_docs == 0:
-        detail = f"; skipped inputs: {report.skipped}" if report.skipped else ""
-        raise CorpusError(f"empty corpus: the inputs {cfg.inputs} yielded no documents{detail}")
-    manifest = {"shards": shard, "documents": n_docs, "bytes": n_bytes, "inputs": report.to_dict(),
-                "length_histogram": lengths.to_list()}
-    atomic_write_json(manifest_path, manifest)
-    log(f"ingest: {n_docs} documents, {n_bytes / 1e6:.1f} MB in {shard} shards")
-    return manifest
 
 
 def run_clean(cfg: CleanConfig, log: Callable[[str], None] = print, executor: ExecutorConfig | None = None) -> CleanResult:
@@ -203,17 +166,15 @@ def run_clean(cfg: CleanConfig, log: Callable[[str], None] = print, executor: Ex
         atomic_write_bytes(fp_path, fp.encode())
     build_steps(cfg)  # fail fast on a bad word list or a missing language backend
 
-    manifest = _ingest(cfg, wd, log)
-    n_shards = manifest["shards"]
     workers = cfg.workers or os.cpu_count() or 1
     work = str(wd.resolve())  # the units may run in other processes, on other machines, in other folders
     cfg_json = _task_config(cfg).model_dump_json()
-    with open_executor(executor or ExecutorConfig(), min(workers, max(1, n_shards)), log) as ex:
+    with open_executor(executor or ExecutorConfig(), workers, log) as ex:
+        manifest = ingest(cfg, wd, ex, workers, log)
+        n_shards = manifest["shards"]
 
         def run_all(fn: Callable[..., bool], args: list[tuple]) -> None:
-            done = ex.map(fn, args, f"clean: {phase_name(fn)}")
-            if not all(done):
-                log(f"{fn.__name__.strip('_')}: {done.count(False)} of {len(done)} units already done, reused")
+            run_phase(ex, fn, args, "clean", log)
 
         n_url_parts = 0
         if cfg.urls.dedup:
@@ -300,14 +261,15 @@ def _final_stats(cfg, wd: Path, output: Path, manifest, n_shards: int, source: s
     docs_out = bytes_out = 0
     lengths_out = LengthHistogram()
     shards = {}
-    for s in range(n_shards):
-        p = output / f"{shard_name(s)}.parquet"
-        t = pq.read_table(p, columns=["text"])
-        docs_out += t.num_rows
-        sizes = pc.binary_length(t.column("text")).to_numpy().astype(np.int64)  # UTF-8 bytes of each text
-        bytes_out += int(sizes.sum())
-        lengths_out.add_many(sizes)
-        shards[p.name] = sha256_file(p)
+    for s in range(n_shards):  # counted and checksummed where each shard was written
+        name = f"{shard_name(s)}.parquet"
+        kept = json.loads((wd / "final" / f"{shard_name(s)}.stats.json").read_text(encoding="utf-8")).get("kept")
+        if kept is None:  # work left by an earlier version
+            kept = kept_counts(pq.read_table(output / name, columns=["text"]))
+        docs_out += kept["documents"]
+        bytes_out += kept["bytes"]
+        lengths_out.add_counts(kept["lengths"])
+        shards[name] = json.loads((wd / "final" / f"{shard_name(s)}.done").read_text(encoding="utf-8"))["outputs"][name]
     stats = {
         "documents_in": manifest["documents"],
         "bytes_in": manifest["bytes"],

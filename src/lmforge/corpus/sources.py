@@ -7,6 +7,7 @@ caller decides, by ``on_bad_input``, whether that stops the run or is counted an
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import zlib
@@ -41,8 +42,8 @@ class InputReport:
 # ----------------------------------------------------------------------------- helpers
 
 
-def _suffix_kind(path: Path) -> str | None:
-    name = path.name.lower()
+def _suffix_kind(path: str | Path) -> str | None:
+    name = str(path).lower()
     for kind, suffixes in (
         ("wet", WET_SUFFIXES),
         ("jsonl", JSONL_SUFFIXES),
@@ -54,25 +55,53 @@ def _suffix_kind(path: Path) -> str | None:
     return None
 
 
-def _open_binary(path: Path) -> BinaryIO:
-    if path.name.lower().endswith(".gz"):
-        return gzip.open(path, "rb")  # type: ignore[return-value]
-    return open(path, "rb")
+def is_uri(spec: str) -> bool:
+    """``s3://bucket/key``, ``gs://...``, ``file://...``: read through fsspec (not ``hf:``)."""
+    return "://" in spec
 
 
-def _check_not_binary(head: bytes, path: Path) -> None:
+def _open_raw(location: str) -> BinaryIO:
+    if is_uri(location):
+        import fsspec
+
+        return fsspec.open(location, "rb").open()  # closing it closes what fsspec opened
+    return open(location, "rb")
+
+
+def _open_binary(location: str) -> BinaryIO:
+    raw = _open_raw(location)
+    if location.lower().endswith(".gz"):
+        return _Gunzip(raw)
+    return raw
+
+
+class _Gunzip(gzip.GzipFile):
+    """A gzip stream over an open file, closing that file with itself."""
+
+    def __init__(self, raw: BinaryIO):
+        super().__init__(fileobj=raw, mode="rb")
+        self._raw = raw
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._raw.close()
+
+
+def _check_not_binary(head: bytes, path: str) -> None:
     if b"\x00" in head[:_SNIFF]:
         raise CorpusError(f"{path}: binary file (NUL bytes in the first {_SNIFF} bytes); expected text")
 
 
-def _decode(data: bytes, path: Path, where: str = "") -> str:
+def _decode(data: bytes, path: str, where: str = "") -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise CorpusError(f"{path}{where}: invalid UTF-8 at byte {exc.start}: {exc.reason}") from None
 
 
-def _gzip_guard(path: Path, fn: Callable[[], Iterator[Document]]) -> Iterator[Document]:
+def _gzip_guard(path: str, fn: Callable[[], Iterator[Document]]) -> Iterator[Document]:
     """Turn the decompressor's errors into a CorpusError naming the file."""
     try:
         yield from fn()
@@ -85,19 +114,20 @@ def _gzip_guard(path: Path, fn: Callable[[], Iterator[Document]]) -> Iterator[Do
 # ----------------------------------------------------------------------------- readers
 
 
-def read_text(path: Path, rel: str) -> Iterator[Document]:
+def read_text(location: str, path: str, rel: str) -> Iterator[Document]:
     """A ``.txt`` file is one document (its id: the path relative to the input)."""
-    data = path.read_bytes()
+    with _open_raw(location) as fh:
+        data = fh.read()
     _check_not_binary(data, path)
     text = _decode(data, path)
-    yield Document(id=rel, text=text, source=str(path))
+    yield Document(id=rel, text=text, source=path)
 
 
-def read_jsonl(path: Path, rel: str) -> Iterator[Document]:
+def read_jsonl(location: str, path: str, rel: str) -> Iterator[Document]:
     """One JSON object per line: ``text`` required; ``id``, ``url``, ``timestamp`` optional; the rest is metadata."""
 
     def gen() -> Iterator[Document]:
-        with _open_binary(path) as fh:
+        with _open_binary(location) as fh:
             for lineno, raw in enumerate(fh, start=1):
                 if lineno == 1:
                     _check_not_binary(raw, path)
@@ -110,7 +140,7 @@ def read_jsonl(path: Path, rel: str) -> Iterator[Document]:
                     raise CorpusError(f"{path}:{lineno}: not valid JSON: {exc.msg}") from None
                 if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
                     raise CorpusError(f"{path}:{lineno}: expected an object with a string field 'text'")
-                yield _from_record(obj, default_id=f"{rel}:{lineno}", source=str(path))
+                yield _from_record(obj, default_id=f"{rel}:{lineno}", source=path)
 
     return _gzip_guard(path, gen)
 
@@ -129,37 +159,38 @@ def _from_record(obj: dict[str, Any], default_id: str, source: str) -> Document:
 
 
 def _jsonable(meta: dict[str, Any]) -> dict[str, Any]:
-    return json.loads(json.dumps(meta, default=str))
+    return json.loads(json.dumps(meta, default=str)) if meta else {}
 
 
-def read_parquet(path: Path, rel: str) -> Iterator[Document]:
+def read_parquet(location: str, path: str, rel: str) -> Iterator[Document]:
     import pyarrow.parquet as pq
 
-    try:
-        pf = pq.ParquetFile(path)
-    except Exception as exc:  # pyarrow raises ArrowInvalid / OSError for non-Parquet bytes
-        raise CorpusError(f"{path}: not a readable Parquet file: {exc}") from None
-    if "text" not in pf.schema_arrow.names:
-        raise CorpusError(f"{path}: Parquet file has no 'text' column (columns: {pf.schema_arrow.names})")
-    row = 0
-    try:
-        for batch in pf.iter_batches(batch_size=4096):
-            for obj in batch.to_pylist():
-                row += 1
-                if not isinstance(obj.get("text"), str):
-                    raise CorpusError(f"{path}: row {row}: 'text' is not a string")
-                yield _from_record(obj, default_id=f"{rel}:{row}", source=str(path))
-    except CorpusError:
-        raise
-    except Exception as exc:
-        raise CorpusError(f"{path}: failed reading Parquet after {row} rows: {exc}") from None
+    with contextlib.ExitStack() as files:
+        try:
+            pf = pq.ParquetFile(files.enter_context(_open_raw(location)))
+        except Exception as exc:  # pyarrow raises ArrowInvalid / OSError for non-Parquet bytes
+            raise CorpusError(f"{path}: not a readable Parquet file: {exc}") from None
+        if "text" not in pf.schema_arrow.names:
+            raise CorpusError(f"{path}: Parquet file has no 'text' column (columns: {pf.schema_arrow.names})")
+        row = 0
+        try:
+            for batch in pf.iter_batches(batch_size=4096):
+                for obj in batch.to_pylist():
+                    row += 1
+                    if not isinstance(obj.get("text"), str):
+                        raise CorpusError(f"{path}: row {row}: 'text' is not a string")
+                    yield _from_record(obj, default_id=f"{rel}:{row}", source=path)
+        except CorpusError:
+            raise
+        except Exception as exc:
+            raise CorpusError(f"{path}: failed reading Parquet after {row} rows: {exc}") from None
 
 
-def read_wet(path: Path, rel: str) -> Iterator[Document]:
+def read_wet(location: str, path: str, rel: str) -> Iterator[Document]:
     """Common Crawl WET: WARC records whose ``conversion`` payloads are the extracted page text."""
 
     def gen() -> Iterator[Document]:
-        with _open_binary(path) as fh:
+        with _open_binary(location) as fh:
             first = True
             while True:
                 line = fh.readline()
@@ -197,14 +228,16 @@ def read_wet(path: Path, rel: str) -> Iterator[Document]:
                     text=text,
                     url=headers.get("warc-target-uri"),
                     timestamp=headers.get("warc-date"),
-                    source=str(path),
+                    source=path,
                     metadata={k: headers[k] for k in ("content-type", "warc-identified-content-language") if k in headers},
                 )
 
     return _gzip_guard(path, gen)
 
 
-_READERS: dict[str, Callable[[Path, str], Iterator[Document]]] = {
+# each reader: (where to open it, its name in messages and in documents' ``source``, its path
+# under the input it was found in)
+_READERS: dict[str, Callable[[str, str, str], Iterator[Document]]] = {
     "text": read_text,
     "jsonl": read_jsonl,
     "parquet": read_parquet,
@@ -262,10 +295,25 @@ def read_hf(spec: str, max_documents: int | None) -> Iterator[Document]:
 
 @dataclass(frozen=True)
 class Input:
-    """One resolved input: a label for reports and a function that reads it."""
+    """One resolved input: a label for reports and what to read. Plain values only, so that it
+    can be sent to another process (or machine) and read there."""
 
     label: str
-    read: Callable[[], Iterator[Document]]
+    kind: str  # "file", "stdlib" or "hf"
+    path: str = ""  # the file as named (in messages and documents' source); the dataset spec (kind "hf")
+    location: str = ""  # where the file is opened: an absolute path (the same on every machine) or a URI
+    rel: str = ""  # the file's path under the input it was found in: its documents' default ids
+    include_site_packages: bool | list[str] = False  # kind "stdlib"
+    max_documents: int | None = None  # kind "hf": rows streamed at most
+    size: int | None = None  # bytes stored, where known
+    version: str = ""  # a URI's ETag or modification time (in the stage's fingerprint)
+
+    def read(self) -> Iterator[Document]:
+        if self.kind == "stdlib":
+            return stdlib_documents(self.include_site_packages)
+        if self.kind == "hf":
+            return read_hf(self.path, self.max_documents)
+        return _READERS[_suffix_kind(self.path)](self.location, self.path, self.rel)  # type: ignore[index]
 
 
 def resolve_inputs(specs: list[str], include_site_packages: bool | list[str] = False, max_documents: int | None = None) -> list[Input]:
@@ -274,11 +322,14 @@ def resolve_inputs(specs: list[str], include_site_packages: bool | list[str] = F
     for spec in specs:
         if spec == "stdlib":
             site_package_roots(include_site_packages)  # an unknown package fails here, before any reading
-            inputs.append(Input("stdlib", lambda: stdlib_documents(include_site_packages)))
+            inputs.append(Input("stdlib", "stdlib", include_site_packages=include_site_packages))
             continue
         if spec.startswith("hf:"):
             parse_hf_spec(spec)  # fail early on a malformed spec
-            inputs.append(Input(spec, lambda spec=spec: read_hf(spec, max_documents)))
+            inputs.append(Input(spec, "hf", path=spec, max_documents=max_documents))
+            continue
+        if is_uri(spec):
+            inputs += _uri_inputs(spec)
             continue
         path = Path(spec)
         if not path.exists():
@@ -297,8 +348,39 @@ def resolve_inputs(specs: list[str], include_site_packages: bool | list[str] = F
 
 
 def _file_input(path: Path, rel: str) -> Input:
-    reader = _READERS[_suffix_kind(path)]  # type: ignore[index]
-    return Input(str(path), lambda: reader(path, rel))
+    return Input(str(path), "file", path=str(path), location=str(path.absolute()), rel=rel, size=path.stat().st_size)
+
+
+def _uri_inputs(spec: str) -> list[Input]:
+    """The supported files at a URI (one file, or every one under a folder or prefix), listed
+    through fsspec: ``s3://`` needs ``s3fs``, ``gs://`` ``gcsfs``, ``az://`` ``adlfs``."""
+    try:
+        import fsspec
+
+        fs, root = fsspec.core.url_to_fs(spec)
+        if fs.isdir(root):
+            found = fs.find(root, detail=True)
+            if not any(_suffix_kind(p) for p in found):
+                raise CorpusError(f"{spec}: no input files there (supported: {', '.join(SUPPORTED_SUFFIXES)})")
+        elif fs.isfile(root):
+            if _suffix_kind(root) is None:
+                raise CorpusError(f"{spec}: unsupported file type (supported: {', '.join(SUPPORTED_SUFFIXES)})")
+            found = {root: fs.info(root)}
+        else:
+            raise CorpusError(f"{spec}: input path not found")
+    except CorpusError:
+        raise
+    except Exception as exc:  # the protocol's package missing (ImportError), credentials, the network
+        raise CorpusError(f"{spec}: cannot list the input: {type(exc).__name__}: {exc}") from None
+    inputs = []
+    for key in sorted(p for p in found if _suffix_kind(p) is not None):
+        info = found[key]
+        uri = fs.unstrip_protocol(key)
+        rel = key[len(root):].lstrip("/") or key.rsplit("/", 1)[-1]
+        version = next((str(info[k]) for k in ("ETag", "etag", "md5Hash", "mtime", "LastModified", "last_modified", "created")
+                        if info.get(k) is not None), "")
+        inputs.append(Input(uri, "file", path=uri, location=uri, rel=rel, size=info.get("size"), version=version))
+    return inputs
 
 
 def iter_documents(
@@ -321,10 +403,12 @@ def iter_documents(
             report.skipped.append({"input": spec, "error": str(exc), "documents_read": 0})
             continue
         for inp in inputs:
-            yield from _read_counted(inp, on_bad_input, report, max_documents)
+            yield from read_counted(inp, on_bad_input, report, max_documents)
 
 
-def _read_counted(inp: Input, on_bad_input: str, report: InputReport, max_documents: int | None) -> Iterator[Document]:
+def read_counted(inp: Input, on_bad_input: str, report: InputReport, max_documents: int | None) -> Iterator[Document]:
+    """The documents of one input, at most ``max_documents``, counted in ``report``; a bad input
+    raises (``on_bad_input='fail'``) or is recorded in ``report.skipped`` and ends early."""
     count = 0
     try:
         for doc in inp.read():

@@ -56,6 +56,14 @@ def phase_name(fn: Callable[..., Any]) -> str:
     return fn.__name__.strip("_").replace("_", " ")
 
 
+def run_phase(executor: Executor, fn: Callable[..., bool], args: list[tuple], stage: str, log: Callable[[str], None]) -> None:
+    """One phase of ``stage``: ``fn`` over every unit, each returning False when its output was
+    already there (a resumed run), which is logged."""
+    done = executor.map(fn, args, f"{stage}: {phase_name(fn)}")
+    if not all(done):
+        log(f"{phase_name(fn)}: {done.count(False)} of {len(done)} units already done, reused")
+
+
 def execution_report(executor: Executor) -> dict[str, Any]:
     """What a stage records of where it ran: the executor, its cluster (nodes, CPUs) and each
     phase's report."""

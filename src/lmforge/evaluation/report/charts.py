@@ -3,18 +3,18 @@ curves, bits per byte against the unigram baseline, downstream accuracy against 
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
+import matplotlib
 import numpy as np
 import pandas as pd
 
-from ...charts import empty, png  # the stages' drawing helpers (Agg backend, reproducible PNG bytes)
+from ...charts import empty, png, subplots  # the stages' drawing helpers (Agg backend, reproducible PNG bytes)
 
 FIGSIZE = (9.0, 5.0)
 
 
 def loss_curves(names: list[str], histories: dict[str, pd.DataFrame | None]) -> bytes:
-    fig, ax = plt.subplots(figsize=FIGSIZE, layout="constrained")
-    colors = plt.get_cmap("tab10")
+    fig, ax = subplots(figsize=FIGSIZE, layout="constrained")
+    colors = matplotlib.colormaps["tab10"]
     plotted = False
     for i, name in enumerate(names):
         history = histories.get(name)
@@ -44,7 +44,7 @@ def loss_curves(names: list[str], histories: dict[str, pd.DataFrame | None]) -> 
 
 
 def bits_per_byte(df: pd.DataFrame) -> bytes:
-    fig, ax = plt.subplots(figsize=FIGSIZE, layout="constrained")
+    fig, ax = subplots(figsize=FIGSIZE, layout="constrained")
     if len(df) and (df["bits_per_byte"].notna().any() or df["unigram_bits_per_byte"].notna().any()):
         x = np.arange(len(df))
         width = 0.38
@@ -74,7 +74,7 @@ def _uniform(values: np.ndarray) -> bool:
 
 
 def downstream(df: pd.DataFrame) -> bytes:
-    fig, ax = plt.subplots(figsize=FIGSIZE, layout="constrained")
+    fig, ax = subplots(figsize=FIGSIZE, layout="constrained")
     task = next((t for t in df["task"] if t), None) if len(df) else None
     accuracy = df["task_accuracy"].to_numpy(float)
     if task is None or not np.any(~np.isnan(accuracy)):
