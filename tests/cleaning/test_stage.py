@@ -131,13 +131,14 @@ def test_near_duplicate_clusters_are_counted_drawn_and_shown(tmp_path):
     assert {k for k, v in shown.items() if isinstance(v, Image)} == {"drops", "lengths", "languages", "near_duplicates"}
 
 
+def broken_drawing(stats):
+    raise RuntimeError("cannot draw")
+
+
 def test_a_failing_chart_is_reported_and_the_corpus_still_published(tmp_path, monkeypatch):
     from lmforge.charts import corpus
 
-    def broken(stats):
-        raise RuntimeError("cannot draw")
-
-    monkeypatch.setattr(corpus, "drops", broken)
+    monkeypatch.setattr(corpus, "drops", broken_drawing)  # sent to the worker that draws it by name
     rng = random.Random(9)
     result, rows, logs = clean(tmp_path, [write_jsonl(tmp_path / "c.jsonl", [{"id": f"d{i}", "text": page(rng)} for i in range(6)])],
                                near_dedup={"enabled": False})

@@ -23,10 +23,12 @@ import io
 import logging
 from collections.abc import Callable
 from pathlib import Path
-
-from matplotlib.figure import Figure
+from typing import TYPE_CHECKING
 
 from ..artifacts import atomic_write_bytes
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 DPI = 100
 FIGSIZE = (7.0, 4.0)
@@ -40,7 +42,11 @@ Drawing = Callable[[], bytes]
 def subplots(nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float] = FIGSIZE, layout: str | None = None, **kwargs):
     """A figure and its axes as ``pyplot.subplots`` makes them (``kwargs``: sharex, squeeze,
     width_ratios, ...), without pyplot: no global figure registry to close, and no pyplot import
-    (a third of a second) in every stage that draws. Drawn with Agg by :func:`png`."""
+    (a third of a second) in every stage that draws. Drawn with Agg by :func:`png`. matplotlib is
+    imported here, at the first drawing: a stage that hands its drawings to its workers does not
+    load it at all."""
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=figsize, layout=layout)
     return fig, fig.subplots(nrows, ncols, **kwargs)
 
@@ -64,15 +70,25 @@ def write_charts(folder: str | Path, drawings: dict[str, Drawing | None], log: C
     """Draw each ``name -> drawing`` (None: nothing to draw) into ``folder/<name>.png``; the
     paths written. A drawing that raises is reported through ``log`` (and the ``lmforge.charts``
     logger, with its traceback) and skipped: the stage's other outputs stand."""
-    folder = Path(folder)
     written = []
     for name, draw in drawings.items():
         if draw is None:
             continue
-        try:
-            data = draw()
-            written.append(atomic_write_bytes(folder / f"{name}.png", data))
-        except Exception as exc:  # a chart is a view of outputs that are already complete
-            _logger.warning("chart %s not drawn", name, exc_info=True)
-            log(f"warning: chart {name}.png not drawn: {type(exc).__name__}: {exc}")
+        warning = write_chart(folder, name, draw)
+        if warning is None:
+            written.append(Path(folder) / f"{name}.png")
+        else:
+            log(warning)
     return written
+
+
+def write_chart(folder: str | Path, name: str, draw: Drawing) -> str | None:
+    """Draw one chart into ``folder/<name>.png``: None, or the warning line when the drawing
+    raised (with its traceback on the ``lmforge.charts`` logger). Module-level, so that a stage
+    can have its workers draw (a drawing is a ``functools.partial`` of a module's function)."""
+    try:
+        atomic_write_bytes(Path(folder) / f"{name}.png", draw())
+    except Exception as exc:  # a chart is a view of outputs that are already complete
+        _logger.warning("chart %s not drawn", name, exc_info=True)
+        return f"warning: chart {name}.png not drawn: {type(exc).__name__}: {exc}"
+    return None

@@ -209,20 +209,24 @@ def run_clean(cfg: CleanConfig, log: Callable[[str], None] = print, executor: Ex
         for o, root in near_drops.items():
             per_shard[o // cfg.shard_size][o] = root
         run_all(_write_final, [(work, s, source, per_shard[s], cfg.dropped_samples) for s in range(n_shards)])
+
+        # Publish: the shards, stats.json, the dropped samples and the charts go into a staged
+        # folder that replaces the output whole; then the work folder (beside the output) goes,
+        # unless it is to be kept.
+        with staged_dir(output) as staged:
+            for s in range(n_shards):
+                os.replace(wd / "final" / f"{shard_name(s)}.parquet", staged / f"{shard_name(s)}.parquet")
+            stats = _final_stats(cfg, wd, staged, manifest, n_shards, source, fp, clusters)
+            # the pictures of stats.json, drawn side by side by the workers (imported here: the
+            # pool's workers import this module)
+            from ..charts import write_chart
+            from ..charts.corpus import clean_charts
+
+            drawings = [(str(staged.resolve()), name, draw) for name, draw in clean_charts(stats).items() if draw is not None]
+            for warning in ex.map(write_chart, drawings, "clean: charts"):
+                if warning is not None:
+                    log(warning)
         execution = execution_report(ex)
-
-    # Publish: the shards, stats.json and the dropped samples go into a staged folder that
-    # replaces the output whole; then the work folder (beside the output) goes, unless it is
-    # to be kept.
-    with staged_dir(output) as staged:
-        for s in range(n_shards):
-            os.replace(wd / "final" / f"{shard_name(s)}.parquet", staged / f"{shard_name(s)}.parquet")
-        stats = _final_stats(cfg, wd, staged, manifest, n_shards, source, fp, clusters)
-        # the pictures of stats.json (imported here: the pool's workers import this module)
-        from ..charts import write_charts
-        from ..charts.corpus import clean_charts
-
-        write_charts(staged, clean_charts(stats), log)
     if not cfg.keep_work:
         shutil.rmtree(wd, ignore_errors=True)
     return CleanResult(output, stats, time.perf_counter() - t0, execution=execution)
