@@ -8,6 +8,10 @@ down with ``--part-docs`` so that the small corpora here span several partitions
 corpus would with the defaults.
 
     .venv/bin/python benchmarks/clean_stage.py --sizes 20000 80000 --workers 2
+    .venv/bin/python benchmarks/clean_stage.py --sizes 80000 --workers 2 --files 40   # 40 input files
+
+``--files N`` splits each corpus into N JSONL files of consecutive documents (the stage reads
+input files in parallel, a single file in one unit).
 
 Each size runs in a fresh subprocess so that peak-memory readings do not carry over.
 """
@@ -98,6 +102,7 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--part-docs", type=int, default=10_000, help="documents per URL/MinHash partition")
     ap.add_argument("--part-bytes", type=int, default=4 << 20, help="text bytes per line-dedup partition")
+    ap.add_argument("--files", type=int, default=1, help="input JSONL files per corpus (1: one file)")
     ap.add_argument("--child", nargs=3, metavar=("CORPUS", "OUT", "JSON"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -109,6 +114,13 @@ def main() -> None:
         for n in args.sizes:
             corpus = Path(tmp) / f"corpus-{n}.jsonl"
             make_corpus(corpus, n)
+            if args.files > 1:  # the same documents, in the same order, as a folder of files
+                lines = corpus.read_text(encoding="utf-8").splitlines(keepends=True)
+                corpus.unlink()
+                corpus.mkdir()
+                per = -(-len(lines) // args.files)
+                for i in range(args.files):
+                    (corpus / f"part-{i:04d}.jsonl").write_text("".join(lines[i * per:(i + 1) * per]), encoding="utf-8")
             res_path = Path(tmp) / f"res-{n}.json"
             subprocess.run(
                 [sys.executable, __file__, "--workers", str(args.workers), "--part-docs", str(args.part_docs),
@@ -118,7 +130,7 @@ def main() -> None:
             r = json.loads(res_path.read_text())
             r["size"] = n
             rows.append(r)
-    print(f"workers={args.workers}, partitions of {args.part_docs} documents / {args.part_bytes >> 20} MiB of text\n")
+    print(f"workers={args.workers}, {args.files} input file(s), partitions of {args.part_docs} documents / {args.part_bytes >> 20} MiB of text\n")
     print("| documents | MB | wall s | docs/s | MB/s | MB/s per worker | GB per CPU-hour (wall x workers) | CPU s "
           "| GB per CPU-hour (CPU time) | kept | near-dups | driver peak RSS MB | largest worker peak RSS MB |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")

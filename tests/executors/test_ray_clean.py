@@ -196,12 +196,16 @@ for ex in (LocalExecutor(0), RayExecutor(ExecutorConfig(kind="ray", ray_address=
 """
 
 TOKENIZE = """
-import json, sys
+import json, os, sys
 from lmforge.config import ExecutorConfig, Params
+from lmforge.executors.ray_tasks import RayExecutor
 from lmforge.tokenization.store import build_store
 params = Params.model_validate_json(sys.argv[1])
 manifest = build_store(params, "bpe", log=lambda m: None, executor=ExecutorConfig(kind="ray", ray_address=sys.argv[2]))
 print(json.dumps(manifest["execution"]))
+ex = RayExecutor(ExecutorConfig(kind="ray", ray_address=sys.argv[2]), 0, log=lambda m: None)
+print(json.dumps(ex.map(os.getenv, [("RAYON_NUM_THREADS",)] * 2, "threads")))  # what a unit's Rust pools may use
+ex.close()
 """
 
 
@@ -229,8 +233,10 @@ def test_token_store_on_the_cluster_is_the_local_one(ray_cluster, corpus, tmp_pa
     run_tokenizers(params, log=lambda m: None)
     build_store(params, "bpe", log=lambda m: None)
     on_ray = params.model_copy(update={"tokenize": params.tokenize.model_copy(update={"output": str(tmp_path / "ray")})})
-    execution = json.loads(run_driver(TOKENIZE, ray_cluster, on_ray.model_dump_json(), ray_cluster.address))
+    out = run_driver(TOKENIZE, ray_cluster, on_ray.model_dump_json(), ray_cluster.address).splitlines()
+    execution = json.loads(out[0])
     assert execution["executor"] == "ray" and execution["cluster"]["nodes"] == 2  # the test's cluster
+    assert json.loads(out[1]) == ["1", "1"]  # the task's one CPU, not a thread per core of the node
     assert digest(tmp_path / "ray" / "bpe") == digest(tmp_path / "local" / "bpe")
 
 

@@ -9,6 +9,7 @@ phase stops with that unit's own error, as on the local executor.
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 import time
@@ -33,10 +34,14 @@ def _import_ray():
     return ray
 
 
-def ray_unit(fn: Callable[..., Any], *args: Any) -> tuple[Any, str, str, float]:
-    """``timed_call`` in a Ray worker, naming the Ray node (several nodes may share a host)."""
+def ray_unit(threads: int, fn: Callable[..., Any], *args: Any) -> tuple[Any, str, str, float]:
+    """``timed_call`` in a Ray worker, naming the Ray node (several nodes may share a host).
+    ``threads``: the CPUs the task holds. Ray limits OpenMP to them; the Rust thread pools (the
+    tokenizers' encoding) read ``RAYON_NUM_THREADS`` instead, and without it each task would
+    start one thread per core of its node, oversubscribing a node that runs several tasks."""
     import ray
 
+    os.environ.setdefault("RAYON_NUM_THREADS", str(threads))
     result, _, worker, seconds = timed_call(fn, *args)
     return result, f"node {ray.get_runtime_context().get_node_id()[:8]}", worker, seconds
 
@@ -96,7 +101,8 @@ class RayExecutor:
         t0 = time.perf_counter()
         task = self.task.options(name=f"lmforge.{phase_name(fn).replace(' ', '_')}", num_cpus=self.cfg.cpus_per_task,
                                  max_retries=self.cfg.max_retries, retry_exceptions=False)
-        refs = [task.remote(fn, *a) for a in args]
+        threads = max(1, math.ceil(self.cfg.cpus_per_task))
+        refs = [task.remote(threads, fn, *a) for a in args]
         index = {ref: i for i, ref in enumerate(refs)}
         results: list[Any] = [None] * len(refs)
         pending = list(refs)
