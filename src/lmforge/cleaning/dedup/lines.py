@@ -70,6 +70,13 @@ def _sentences(text: str) -> list[str]:
     return [s for line in text.split("\n") for s in split_sentences(line)]
 
 
+# _FILTER_KEPT_SENTENCES: a document the filter phase kept has at least rules.min_sentences
+# sentences as _fewer_sentences counts them: C4LineRules keeps a page only when count_sentences
+# over its kept lines reaches min_sentences, and writes those lines joined by "\n" (they come
+# from splitlines, so none holds a "\n"): the very lines, and counts, _fewer_sentences sees. So
+# dedup_apply re-counts only a text it changed; an unchanged one would always pass.
+
+
 def _fewer_sentences(text: str, minimum: int) -> bool:
     """``len(_sentences(text)) < minimum``, counting no further than ``minimum``."""
     n = 0
@@ -174,8 +181,9 @@ def dedup_apply(work: str, shard: int, cfg_json: str, n_parts: int) -> bool:
                 if not kept:
                     return "all_lines_duplicate"
                 doc.text = "\n".join(kept)
-            if min_sent is not None and _fewer_sentences(doc.text, min_sent):
-                return "too_few_sentences_after_dedup"
+                if min_sent is not None and _fewer_sentences(doc.text, min_sent):
+                    return "too_few_sentences_after_dedup"
+            # else: the text is the filter's, which has min_sentences (see _FILTER_KEPT_SENTENCES)
             return None
         seen: set[int] = set()
         remove: set[int] = set()
@@ -201,7 +209,7 @@ def dedup_apply(work: str, shard: int, cfg_json: str, n_parts: int) -> bool:
                 return "all_spans_duplicate"
             if len(doc.text.split()) < cfg.line_dedup.min_words_after_span_removal:
                 return "span_duplicates"
-        if min_sent is not None and _fewer_sentences(doc.text, min_sent):
+        if min_sent is not None and remove and _fewer_sentences(doc.text, min_sent):  # (as above)
             return "too_few_sentences_after_dedup"
         return None
 

@@ -105,6 +105,19 @@ def _xxh_avalanche(h: np.ndarray) -> np.ndarray:
     return h
 
 
+def _words_at_every_byte(data: bytes) -> np.ndarray:
+    """The little-endian 64-bit word starting at every byte of ``data`` and one past it (the
+    data padded with zero bytes): ``len(data) + 1`` words. The words at offsets r, r + 8, ...
+    are one (unaligned) uint64 view of the data from byte r, so eight copies of whole words
+    build the array, rather than a copy byte by byte of an (n, 8) strided view."""
+    padded = data + bytes(8)
+    words = np.empty(len(data) + 1, dtype="<u8")
+    for r in range(8):
+        part = words[r::8]
+        part[:] = np.frombuffer(padded, dtype="<u8", count=part.size, offset=r)
+    return words
+
+
 def xxh64_slices(data: bytes, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """``xxhash.xxh64_intdigest(data[lo[i]:hi[i]])`` (seed 0) for every i, computed with numpy:
     XXH64 step by step (32-byte stripes, 8-byte lanes, a 4-byte lane, single bytes, the final
@@ -112,10 +125,7 @@ def xxh64_slices(data: bytes, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     n = lo.size
     if n == 0:
         return np.zeros(0, dtype=np.uint64)
-    raw = np.frombuffer(data + bytes(8), dtype=np.uint8)
-    # the little-endian 64-bit word starting at every byte of data
-    words = np.ascontiguousarray(np.lib.stride_tricks.as_strided(raw, shape=(raw.size - 7, 8), strides=(1, 1)))
-    words = words.view("<u8").ravel()
+    words = _words_at_every_byte(data)
     lo = lo.astype(np.int64)
     size = hi.astype(np.int64) - lo
     stripes = size // 32
