@@ -243,3 +243,38 @@ def test_metadata_json_as_json_dumps_writes_it():
     back, _ = table_to_docs(docs_to_table(docs, list(range(len(docs)))))
     assert [d.metadata for d in back] == [json.loads(json.dumps(m, sort_keys=True, ensure_ascii=False)) if m else {} for m in metas]
     assert len({id(d.metadata) for d in back}) == len(back)  # each document its own dict (the steps add keys)
+
+
+def test_dedup_apply_reads_the_line_hashes_dedup_map_saved(tmp_path):
+    """_line_decisions with the hashes dedup_map kept, and without them (work of an earlier version)."""
+    from lmforge.cleaning.dedup import lines as L
+    from lmforge.cleaning.shards import docs_to_table
+    from lmforge.cleaning.storage import write_parquet
+
+    rng = random.Random(14)
+    pool = ["Same line here.", "same LINE here. ", "Other one!", "", " x", "É é", "a\tb"]
+    docs = [Document(id=str(i), text="\n".join(rng.choice(pool) for _ in range(rng.randint(1, 6))), url=f"u{i % 7}")
+            for i in range(300)]
+    (tmp_path / "filter").mkdir()
+    (tmp_path / "dedup").mkdir()
+    write_parquet(tmp_path / "filter" / "shard-00000.parquet", docs_to_table(docs, list(range(100, 400))))
+    assert L.dedup_map(str(tmp_path), 0, "lines", 3, 2)
+    saved = L._line_hashes_path(tmp_path, 0)
+    hashes, _, counts = L._line_hashes([d.text for d in docs])
+    assert np.load(saved).tolist() == hashes.tolist()
+    pairs = list(zip(np.repeat(np.arange(100, 400), counts).tolist(), hashes.tolist()))
+    owned = set(rng.sample(pairs, len(pairs) // 2))
+    with_saved = L._line_decisions(tmp_path, 0, owned)
+    saved.unlink()
+    assert L._line_decisions(tmp_path, 0, owned) == with_saved
+    assert sum(v[2] for v in with_saved.values()) > 0 and sum(v[3] for v in with_saved.values()) > 0
+
+
+def test_mix_pairs_is_mix_of_the_xor_matrix():
+    rng = np.random.default_rng(15)
+    for n, p in ((0, 5), (1, 1), (37, 112), (500, 7)):
+        h = rng.integers(0, 2**64 - 1, size=n, dtype=np.uint64, endpoint=True)
+        edges = np.array([0, 2**64 - 1, 1 << 63, (1 << 30) - 1, 1 << 30], dtype=np.uint64)[:n]
+        h[: edges.size] = edges
+        s = mh.permutation_seeds(p, n)
+        assert (mh._mix_pairs(h, s) == mh._mix(h[:, None] ^ s[None, :])).all()

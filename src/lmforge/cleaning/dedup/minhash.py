@@ -38,6 +38,24 @@ def _mix(z: np.ndarray) -> np.ndarray:
     return z
 
 
+def _xorshift30(x: np.ndarray) -> np.ndarray:
+    return x ^ (x >> np.uint64(30))
+
+
+def _mix_pairs(hashes: np.ndarray, seeds: np.ndarray) -> np.ndarray:
+    """``_mix(hashes[:, None] ^ seeds[None, :])``, the (hashes, seeds) matrix, with its first
+    step done on the two vectors: a logical shift distributes over xor, so ``z ^ (z >> 30)``
+    of ``z = h ^ s`` is ``(h ^ (h >> 30)) ^ (s ^ (s >> 30))``. Two passes over the matrix
+    fewer."""
+    z = _xorshift30(hashes)[:, None] ^ _xorshift30(seeds)[None, :]
+    with np.errstate(over="ignore"):
+        z *= _M1
+        z ^= z >> np.uint64(27)
+        z *= _M2
+        z ^= z >> np.uint64(31)
+    return z
+
+
 def permutation_seeds(num_perm: int, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
     return rng.integers(0, np.iinfo(np.uint64).max, size=num_perm, dtype=np.uint64, endpoint=True)
@@ -231,7 +249,7 @@ def shard_signatures(texts: list[str], ngram: int, seeds: np.ndarray) -> tuple[n
         docs = np.arange(d, e)
         docs = docs[counts[d:e] > 0]
         g0, g1 = int(starts[d]), int(ends[e - 1])
-        block = _mix(hashes[g0:g1, None] ^ seeds[None, :])
+        block = _mix_pairs(hashes[g0:g1], seeds)
         sigs[docs] = np.minimum.reduceat(block, starts[docs] - g0, axis=0)
         d = e
     return sigs, counts > 0
