@@ -360,9 +360,8 @@ def minhash_reduce(work: str, unit: int, n_shards: int, verify: float | None) ->
 
         starts = np.flatnonzero(np.r_[True, recs["key"][1:] != recs["key"][:-1]])
         ends = np.r_[starts[1:], recs.size]
-        for lo, hi in zip(starts.tolist(), ends.tolist()):
-            if hi - lo < 2:
-                continue
+        shared = ends - starts >= 2  # a bucket of one document has no pairs: not visited
+        for lo, hi in zip(starts[shared].tolist(), ends[shared].tolist()):
             for j in range(lo + 1, hi):
                 if verify is None:
                     edges.append((int(recs["ordinal"][lo]), int(recs["ordinal"][j])))
