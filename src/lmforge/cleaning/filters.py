@@ -75,9 +75,14 @@ class C4LineRules:
         # sentences are only compared with min_sentences: counting stops once it is reached
         # (split_sentences may be swapped for another splitter, as benchmarks/cleaning.py does)
         count = count_sentences if split_sentences is _text.split_sentences else (lambda s: len(split_sentences(s)))
+        text = doc.text
+        any_phrase = lorem or javascript or policy is not None  # (each looked for in the lower-cased line)
+        if any_phrase and self._page_has_no_lower_case_phrase(text):
+            any_phrase = lorem = javascript = False
+            policy = None
         kept: list[str] = []
         sentences = 0
-        for raw in doc.text.splitlines():
+        for raw in text.splitlines():
             line = raw.strip()
             if not line:
                 continue
@@ -99,18 +104,21 @@ class C4LineRules:
                 continue
             if min_words is not None:
                 if after_citation or line is stripped:
-                    n_words = len(line.split())
+                    # only compared with min_words: split no further (min_words pieces at most,
+                    # as many as the words when there are fewer)
+                    n_words = len(line.split(None, min_words - 1))
                 else:
                     n_words = len(words_before if words_before is not None else stripped.split())
                 if n_words < min_words:
                     line_counts["line:too_few_words"] += 1
                     continue
-            lower = line.lower()
-            if lorem and "lorem ipsum" in lower:
-                return "lorem_ipsum"
-            if javascript and "javascript" in lower:
-                line_counts["line:javascript"] += 1
-                continue
+            if any_phrase:
+                lower = line.lower()
+                if lorem and "lorem ipsum" in lower:
+                    return "lorem_ipsum"
+                if javascript and "javascript" in lower:
+                    line_counts["line:javascript"] += 1
+                    continue
             if curly and "{" in line:
                 return "curly_brace"
             if policy is not None and policy.search(lower):
@@ -125,6 +133,20 @@ class C4LineRules:
             return "too_few_sentences"
         doc.text = "\n".join(kept)
         return None
+
+    def _page_has_no_lower_case_phrase(self, text: str) -> bool:
+        """True where no line of the page can hold "lorem ipsum", "javascript" or a policy phrase
+        (in lower case), so that the loop need not look: for an ASCII page whose lines are
+        left as they are by the citation rule (there is none, or the default one and no "["),
+        each line the loop lower-cases is a piece of the page, lower-cased character by
+        character, so a phrase in it is in the lower-cased page too."""
+        if not text.isascii() or not (self.citation is None or (self.citation_needs_bracket and "[" not in text)):
+            return False
+        lower = text.lower()
+        r = self.r
+        # (policy_re is the phrases, escaped, in an alternation: it matches where one is a substring)
+        return not ((r.lorem_ipsum and "lorem ipsum" in lower) or (r.javascript and "javascript" in lower)
+                    or any(p in lower for p in self.policy))
 
 
 class LanguageFilter:

@@ -57,11 +57,18 @@ def shard_name(i: int) -> str:
     return f"shard-{i:05d}"
 
 
+# ``json.dumps(obj, sort_keys=True, ensure_ascii=False)`` builds this very encoder at every call
+# (its other settings are json.dumps's defaults); one made once writes the same JSON.
+_METADATA_ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False)
+
+
 def docs_to_table(docs: list[Document], ordinals: list[int], schema: pa.Schema = WORK_SCHEMA,
                   metadata_json: list[str | None] | None = None) -> pa.Table:
     """``metadata_json``: where not None, a document's metadata as JSON, written as it is."""
+    encode = _METADATA_ENCODER.encode
+
     def dumps(metadata: dict[str, Any]) -> str:
-        return json.dumps(metadata, sort_keys=True, ensure_ascii=False) if metadata else "{}"
+        return encode(metadata) if metadata else "{}"
 
     if metadata_json is None:
         meta = [dumps(d.metadata) for d in docs]
@@ -87,8 +94,9 @@ def _columns(table: pa.Table) -> dict[str, list[Any]]:
 def table_to_docs(table: pa.Table) -> tuple[list[Document], list[int]]:
     c = _columns(table)
     loads = json.loads
+    # "{}" (what this module writes for no metadata) is read as a new empty dict without the parser
     docs = [
-        Document(id=i, text=t, url=u, timestamp=ts, source=src, metadata=loads(m) if m else {})
+        Document(id=i, text=t, url=u, timestamp=ts, source=src, metadata=loads(m) if m and m != "{}" else {})
         for i, t, u, ts, src, m in zip(c["id"], c["text"], c["url"], c["timestamp"], c["source"], c["metadata"])
     ]
     return docs, c["ordinal"]

@@ -10,6 +10,13 @@ import re
 # repl.  repl can be"), unless the word before the period is a known abbreviation or an
 # initial.
 _BOUNDARY = re.compile(r"(?<=[.!?])[\"'\u201d\u2019)\]]*\s+(?=[\"'\u201c\u2018(\[]?\w)")
+# The same boundaries, each found one character earlier, at its end mark: the match starts at
+# the mark instead of looking behind for it, and ends where _BOUNDARY's does (from the mark on,
+# the two patterns are the same). A match of either ends with whitespace, never with a mark,
+# so the next match of _BOUNDARY looks behind at a mark past the previous match: the mark this
+# pattern starts at. Python's regex engine jumps from one of ".!?" to the next (a pattern that
+# starts with a character set) but tries a lookbehind at every position: about twice as fast.
+_BOUNDARY_AT_MARK = re.compile(r"[.!?][\"'\u201d\u2019)\]]*\s+(?=[\"'\u201c\u2018(\[]?\w)")
 _ABBREVIATIONS = frozenset(
     "mr mrs ms dr prof sr jr st vs etc e.g i.e cf al fig figs no nos vol pp ed eds approx dept est inc ltd co "
     "corp a.m p.m jan feb mar apr jun jul aug sep sept oct nov dec".split()
@@ -52,8 +59,8 @@ def count_sentences(text: str) -> int:
     if not text or text.isspace():
         return 0
     n, start = 1, 0
-    for m in _BOUNDARY.finditer(text):
-        end = m.start()
+    for m in _BOUNDARY_AT_MARK.finditer(text):
+        end = m.start() + 1  # where the _BOUNDARY match starts
         if text[end - 1] == ".":  # only a period can follow an abbreviation or an initial
             token = text[start:end].rsplit(None, 1)[-1].rstrip(".!?\"')]\u201d\u2019").lower()
             if token in _ABBREVIATIONS or (len(token) == 1 and token.isalpha()):

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 from ...config import CleanConfig
 from ...corpus.document import Document
 from ..shards import ShardStats, read_shard, rewrite_shard, shard_name
-from ..storage import is_done, load_partition, mark_done, save_partitioned
+from ..storage import is_done, load_partition, mark_done, save_npy, save_partitioned
 from ..text import count_sentences, split_sentences
 
 LINE_DTYPE = np.dtype([("hash", "<u8"), ("owner", "<u8"), ("ordinal", "<i8")])
@@ -46,11 +46,19 @@ def _line_hashes(texts: list[str]) -> tuple[np.ndarray, list[str], np.ndarray]:
     lines and each text's number of lines; the per-line work runs in ``map``, not in bytecode."""
     if not texts:
         return np.zeros(0, dtype=np.uint64), [], np.zeros(0, dtype=np.int64)
-    lines = "\n".join(texts).split("\n")  # the texts' lines, one after the other
-    counts = np.fromiter((t.count("\n") + 1 for t in texts), dtype=np.int64, count=len(texts))
+    lines, counts = _split_lines(texts)
     digests = b"".join(map(_DIGEST, map(hashlib.md5, map(str.encode, map(str.lower, map(str.strip, lines))))))
     hashes = np.frombuffer(digests, dtype=">u8")[::2].astype(np.uint64)  # first 8 bytes, big-endian
     return hashes, lines, counts
+
+
+def _split_lines(texts: list[str]) -> tuple[list[str], np.ndarray]:
+    """The lines (``text.split("\\n")``) of every text, one after the other, and each text's number of lines."""
+    if not texts:
+        return [], np.zeros(0, dtype=np.int64)
+    lines = "\n".join(texts).split("\n")
+    counts = np.fromiter((t.count("\n") + 1 for t in texts), dtype=np.int64, count=len(texts))
+    return lines, counts
 
 
 def _units(doc: Document, mode: str, span: int) -> list[tuple[int, list[int]]]:
@@ -68,6 +76,13 @@ def _units(doc: Document, mode: str, span: int) -> list[tuple[int, list[int]]]:
 
 def _sentences(text: str) -> list[str]:
     return [s for line in text.split("\n") for s in split_sentences(line)]
+
+
+# _FILTER_KEPT_SENTENCES: a document the filter phase kept has at least rules.min_sentences
+# sentences as _fewer_sentences counts them: C4LineRules keeps a page only when count_sentences
+# over its kept lines reaches min_sentences, and writes those lines joined by "\n" (they come
+# from splitlines, so none holds a "\n"): the very lines, and counts, _fewer_sentences sees. So
+# dedup_apply re-counts only a text it changed; an unchanged one would always pass.
 
 
 def _fewer_sentences(text: str, minimum: int) -> bool:
@@ -104,9 +119,12 @@ def dedup_map(work: str, shard: int, mode: str, span: int, n_parts: int) -> bool
     marker = out.with_suffix(".done")
     if is_done(marker):
         return False
+    outputs = [out, out.with_suffix(".offsets.npy")]
     if mode == "lines":
         t = pq.read_table(wd / "filter" / f"{shard_name(shard)}.parquet", columns=["id", "text", "url", "metadata", "ordinal"])
         hashes, _, counts = _line_hashes(t.column("text").to_pylist())
+        save_npy(_line_hashes_path(wd, shard), hashes)  # for dedup_apply, which needs them again
+        outputs.append(_line_hashes_path(wd, shard))
         owners = [_owner_key_of(i, u, m) for i, u, m in zip(*(t.column(c).to_pylist() for c in ("id", "url", "metadata")))]
         recs = np.zeros(hashes.size, dtype=LINE_DTYPE)
         recs["hash"] = hashes
@@ -120,8 +138,13 @@ def dedup_map(work: str, shard: int, mode: str, span: int, n_parts: int) -> bool
                 rows.append((h, 0, o))  # spans: the first occurrence wins
         recs = np.array(rows, dtype=LINE_DTYPE)
     save_partitioned(out, recs, (recs["hash"] % np.uint64(n_parts)).astype(np.int64), n_parts)
-    mark_done([out, out.with_suffix(".offsets.npy")], marker)
+    mark_done(outputs, marker)
     return True
+
+
+def _line_hashes_path(wd: Path, shard: int) -> Path:
+    """Where dedup_map leaves the hash of every line of the shard, in line order."""
+    return wd / "dedup" / f"lines-{shard_name(shard)}.npy"
 
 
 def dedup_reduce(work: str, part: int, n_shards: int, shard_size: int) -> bool:
@@ -174,8 +197,9 @@ def dedup_apply(work: str, shard: int, cfg_json: str, n_parts: int) -> bool:
                 if not kept:
                     return "all_lines_duplicate"
                 doc.text = "\n".join(kept)
-            if min_sent is not None and _fewer_sentences(doc.text, min_sent):
-                return "too_few_sentences_after_dedup"
+                if min_sent is not None and _fewer_sentences(doc.text, min_sent):
+                    return "too_few_sentences_after_dedup"
+            # else: the text is the filter's, which has min_sentences (see _FILTER_KEPT_SENTENCES)
             return None
         seen: set[int] = set()
         remove: set[int] = set()
@@ -201,7 +225,7 @@ def dedup_apply(work: str, shard: int, cfg_json: str, n_parts: int) -> bool:
                 return "all_spans_duplicate"
             if len(doc.text.split()) < cfg.line_dedup.min_words_after_span_removal:
                 return "span_duplicates"
-        if min_sent is not None and _fewer_sentences(doc.text, min_sent):
+        if min_sent is not None and remove and _fewer_sentences(doc.text, min_sent):  # (as above)
             return "too_few_sentences_after_dedup"
         return None
 
@@ -214,7 +238,14 @@ def _line_decisions(wd: Path, shard: int, owned: set[tuple[int, int]]) -> dict[i
     but already seen earlier in the page): what the per-line loop of ``dedup_apply`` decides."""
     table = pq.read_table(wd / "filter" / f"{shard_name(shard)}.parquet", columns=["text", "ordinal"])
     ordinals = table.column("ordinal").to_numpy().astype(np.int64)
-    hashes, lines, counts = _line_hashes(table.column("text").to_pylist())
+    texts = table.column("text").to_pylist()
+    lines, counts = _split_lines(texts)
+    # the hashes dedup_map computed from the same texts (computed again for its work left by an
+    # earlier version, which did not keep them)
+    saved = _line_hashes_path(wd, shard)
+    hashes = np.load(saved) if saved.exists() else None
+    if hashes is None or hashes.size != len(lines):
+        hashes = _line_hashes(texts)[0]
     line_ord = np.repeat(ordinals, counts)
     is_owned = np.fromiter(map(owned.__contains__, zip(line_ord.tolist(), hashes.tolist())), dtype=bool, count=hashes.size)
     # a line whose hash an earlier line of the same document has

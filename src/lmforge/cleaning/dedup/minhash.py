@@ -38,6 +38,24 @@ def _mix(z: np.ndarray) -> np.ndarray:
     return z
 
 
+def _xorshift30(x: np.ndarray) -> np.ndarray:
+    return x ^ (x >> np.uint64(30))
+
+
+def _mix_pairs(hashes: np.ndarray, seeds: np.ndarray) -> np.ndarray:
+    """``_mix(hashes[:, None] ^ seeds[None, :])``, the (hashes, seeds) matrix, with its first
+    step done on the two vectors: a logical shift distributes over xor, so ``z ^ (z >> 30)``
+    of ``z = h ^ s`` is ``(h ^ (h >> 30)) ^ (s ^ (s >> 30))``. Two passes over the matrix
+    fewer."""
+    z = _xorshift30(hashes)[:, None] ^ _xorshift30(seeds)[None, :]
+    with np.errstate(over="ignore"):
+        z *= _M1
+        z ^= z >> np.uint64(27)
+        z *= _M2
+        z ^= z >> np.uint64(31)
+    return z
+
+
 def permutation_seeds(num_perm: int, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
     return rng.integers(0, np.iinfo(np.uint64).max, size=num_perm, dtype=np.uint64, endpoint=True)
@@ -105,6 +123,19 @@ def _xxh_avalanche(h: np.ndarray) -> np.ndarray:
     return h
 
 
+def _words_at_every_byte(data: bytes) -> np.ndarray:
+    """The little-endian 64-bit word starting at every byte of ``data`` and one past it (the
+    data padded with zero bytes): ``len(data) + 1`` words. The words at offsets r, r + 8, ...
+    are one (unaligned) uint64 view of the data from byte r, so eight copies of whole words
+    build the array, rather than a copy byte by byte of an (n, 8) strided view."""
+    padded = data + bytes(8)
+    words = np.empty(len(data) + 1, dtype="<u8")
+    for r in range(8):
+        part = words[r::8]
+        part[:] = np.frombuffer(padded, dtype="<u8", count=part.size, offset=r)
+    return words
+
+
 def xxh64_slices(data: bytes, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """``xxhash.xxh64_intdigest(data[lo[i]:hi[i]])`` (seed 0) for every i, computed with numpy:
     XXH64 step by step (32-byte stripes, 8-byte lanes, a 4-byte lane, single bytes, the final
@@ -112,10 +143,7 @@ def xxh64_slices(data: bytes, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     n = lo.size
     if n == 0:
         return np.zeros(0, dtype=np.uint64)
-    raw = np.frombuffer(data + bytes(8), dtype=np.uint8)
-    # the little-endian 64-bit word starting at every byte of data
-    words = np.ascontiguousarray(np.lib.stride_tricks.as_strided(raw, shape=(raw.size - 7, 8), strides=(1, 1)))
-    words = words.view("<u8").ravel()
+    words = _words_at_every_byte(data)
     lo = lo.astype(np.int64)
     size = hi.astype(np.int64) - lo
     stripes = size // 32
@@ -221,7 +249,7 @@ def shard_signatures(texts: list[str], ngram: int, seeds: np.ndarray) -> tuple[n
         docs = np.arange(d, e)
         docs = docs[counts[d:e] > 0]
         g0, g1 = int(starts[d]), int(ends[e - 1])
-        block = _mix(hashes[g0:g1, None] ^ seeds[None, :])
+        block = _mix_pairs(hashes[g0:g1], seeds)
         sigs[docs] = np.minimum.reduceat(block, starts[docs] - g0, axis=0)
         d = e
     return sigs, counts > 0
@@ -332,9 +360,8 @@ def minhash_reduce(work: str, unit: int, n_shards: int, verify: float | None) ->
 
         starts = np.flatnonzero(np.r_[True, recs["key"][1:] != recs["key"][:-1]])
         ends = np.r_[starts[1:], recs.size]
-        for lo, hi in zip(starts.tolist(), ends.tolist()):
-            if hi - lo < 2:
-                continue
+        shared = ends - starts >= 2  # a bucket of one document has no pairs: not visited
+        for lo, hi in zip(starts[shared].tolist(), ends[shared].tolist()):
             for j in range(lo + 1, hi):
                 if verify is None:
                     edges.append((int(recs["ordinal"][lo]), int(recs["ordinal"][j])))
