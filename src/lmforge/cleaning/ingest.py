@@ -29,7 +29,7 @@ from ..config import CleanConfig
 from ..corpus.document import SCHEMA, CorpusError
 from ..corpus.sources import Input, InputReport, read_counted, resolve_inputs
 from ..executors.base import Executor, run_phase
-from .shards import WORK_SCHEMA, LengthHistogram, docs_to_table, shard_name
+from .shards import WORK_SCHEMA, LengthHistogram, docs_to_table, kept_counts, shard_name
 from .storage import is_done, mark_done, write_parquet
 
 _GROUP_BYTES = 64 << 20  # at most about this much input per read unit ...
@@ -58,16 +58,18 @@ def _read_inputs(work: str, group: int, inputs: list[dict[str, Any]], on_bad_inp
             batch = []
 
             def flush() -> None:
-                writer.write_table(docs_to_table(batch, [], schema=SCHEMA), row_group_size=_BATCH)
+                nonlocal n_docs, n_bytes
+                table = docs_to_table(batch, [], schema=SCHEMA)
+                writer.write_table(table, row_group_size=_BATCH)
+                counts = kept_counts(table)  # documents, UTF-8 bytes and lengths, counted on the batch's column
+                n_docs += counts["documents"]
+                n_bytes += counts["bytes"]
+                lengths.add_counts(counts["lengths"])
                 batch.clear()
 
             for spec in inputs:
                 for doc in read_counted(Input(**spec), on_bad_input, report, max_documents):
                     batch.append(doc)
-                    size = len(doc.text.encode("utf-8"))
-                    n_docs += 1
-                    n_bytes += size
-                    lengths.add(size)
                     if len(batch) == _BATCH:
                         flush()
             if batch:
