@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 from ..artifacts import atomic_write_json, read_json
 from ..config import CleanConfig
 from ..corpus.document import SCHEMA, CorpusError
-from ..corpus.sources import Input, InputReport, read_counted, resolve_inputs
+from ..corpus.sources import Input, InputReport, read_counted, resolve_each
 from ..executors.base import Executor, run_phase
 from .shards import WORK_SCHEMA, LengthHistogram, docs_to_table, kept_counts, shard_name
 from .storage import is_done, mark_done, write_parquet
@@ -122,14 +122,10 @@ def _plan(cfg: CleanConfig, workers: int) -> list[dict[str, Any]]:
     for an input spec that could not be resolved (with ``on_bad_input: skip``)."""
     entries: list[dict[str, Any]] = []
     resolved: list[Input] = []
-    for spec in cfg.inputs:
-        try:
-            found = resolve_inputs([spec], cfg.include_site_packages, cfg.max_documents)
-        except CorpusError as exc:
-            if cfg.on_bad_input == "fail":
-                raise
+    for found in resolve_each(cfg.inputs, cfg.on_bad_input, cfg.include_site_packages, cfg.max_documents):
+        if isinstance(found, dict):  # a spec skipped: the inputs before it, then its record
             entries.append({"inputs": resolved})
-            entries.append({"skipped": {"input": spec, "error": str(exc), "documents_read": 0}})
+            entries.append({"skipped": found})
             resolved = []
             continue
         resolved += found

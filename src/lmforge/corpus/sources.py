@@ -394,16 +394,28 @@ def iter_documents(
     ``report.skipped`` (with how many of its documents were read before the problem) and
     reading goes on; with ``'fail'`` the CorpusError propagates."""
     report = report if report is not None else InputReport()
+    for found in resolve_each(specs, on_bad_input, include_site_packages, max_documents):
+        if isinstance(found, dict):
+            report.skipped.append(found)
+            continue
+        for inp in found:
+            yield from read_counted(inp, on_bad_input, report, max_documents)
+
+
+def resolve_each(
+    specs: list[str], on_bad_input: str, include_site_packages: bool | list[str] = False, max_documents: int | None = None
+) -> Iterator[list[Input] | dict[str, Any]]:
+    """Each spec's inputs, in order; for a spec that cannot be resolved, its CorpusError
+    (``on_bad_input='fail'``) or, with ``'skip'``, its record for ``InputReport.skipped``."""
     for spec in specs:
         try:
-            inputs = resolve_inputs([spec], include_site_packages, max_documents)
+            found = resolve_inputs([spec], include_site_packages, max_documents)
         except CorpusError as exc:
             if on_bad_input == "fail":
                 raise
-            report.skipped.append({"input": spec, "error": str(exc), "documents_read": 0})
+            yield {"input": spec, "error": str(exc), "documents_read": 0}
             continue
-        for inp in inputs:
-            yield from read_counted(inp, on_bad_input, report, max_documents)
+        yield found
 
 
 def read_counted(inp: Input, on_bad_input: str, report: InputReport, max_documents: int | None) -> Iterator[Document]:
