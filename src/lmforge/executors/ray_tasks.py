@@ -99,8 +99,11 @@ class RayExecutor:
         report = PhaseReport(label, units=len(args))
         self.phases.append(report)
         t0 = time.perf_counter()
+        # SPREAD (Ray Data's default for its tasks too): the units are independent and meet only
+        # through the shared folder, so they go round the nodes; Ray's default packs them onto the
+        # driver's node first, where a phase of short units can run whole before any spills over.
         task = self.task.options(name=f"lmforge.{phase_name(fn).replace(' ', '_')}", num_cpus=self.cfg.cpus_per_task,
-                                 max_retries=self.cfg.max_retries, retry_exceptions=False)
+                                 max_retries=self.cfg.max_retries, retry_exceptions=False, scheduling_strategy="SPREAD")
         threads = max(1, math.ceil(self.cfg.cpus_per_task))
         refs = [task.remote(threads, fn, *a) for a in args]
         index = {ref: i for i, ref in enumerate(refs)}
