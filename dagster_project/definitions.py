@@ -17,6 +17,7 @@ from lmforge.stages import StageGraph, build_stages
 
 from .assets import build_assets, gpus_per_training
 from .jobs import build_jobs, build_schedules
+from .overrides import run_overrides
 from .resources import DvcResource, MLflowResource, ParamsResource, RayResource, project_root
 from .sensors import new_raw_files_sensor
 
@@ -24,7 +25,7 @@ from .sensors import new_raw_files_sensor
 def build_definitions(root: str | os.PathLike | None = None, params_path: str | os.PathLike | None = None) -> Definitions:
     root = Path(root).resolve() if root else project_root()
     params_file = Path(params_path) if params_path else root / "params.yaml"
-    params = load_params(params_file)
+    params = load_params(params_file, run_overrides())
     graph: StageGraph = build_stages(params, root=root)
     assets, checks = build_assets(graph)
     jobs = build_jobs(graph, params)

@@ -49,6 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     from lmforge.stages import build_stages
     from lmforge.tracking import is_rank_zero
 
+    from .overrides import run_overrides
+
     rank0 = is_rank_zero()
     with ExitStack() as stack:
         pipes = None
@@ -57,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
 
             pipes = stack.enter_context(open_dagster_pipes())
         log = (pipes.log.info if pipes is not None else (lambda m: print(m, file=sys.stderr, flush=True))) if rank0 else (lambda m: None)
-        params = load_params(args.params)
+        params = load_params(args.params, run_overrides())
         stage = build_stages(params, root=Path.cwd())[args.stage]
         result = stage.run(params, log)
         if pipes is not None:

@@ -19,6 +19,8 @@ from dagster import ConfigurableResource, Failure
 from lmforge.config import ConfigError, ExecutorConfig, Params, load_params
 from lmforge.artifacts import file_lock
 
+from .overrides import run_overrides
+
 
 def project_root() -> Path:
     """The project folder: ``$LMFORGE_PROJECT``, else the current directory."""
@@ -26,7 +28,8 @@ def project_root() -> Path:
 
 
 class ParamsResource(ConfigurableResource):
-    """Reads and validates ``params.yaml`` (a wrong key or type fails the run, naming the key)."""
+    """Reads and validates ``params.yaml`` with the run's ``--set`` items (``overrides``; a wrong
+    key or type fails the run, naming the key)."""
 
     root: str = ""
     path: str = "params.yaml"
@@ -42,7 +45,7 @@ class ParamsResource(ConfigurableResource):
 
     def load(self) -> Params:
         try:
-            return load_params(self.file)
+            return load_params(self.file, run_overrides())
         except ConfigError as exc:
             raise Failure(description=f"invalid parameters: {exc}") from None
 

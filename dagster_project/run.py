@@ -4,6 +4,11 @@ the runs show in the UI): what ``make run`` calls.
     python -m dagster_project.run                       # every asset (job full_pipeline)
     python -m dagster_project.run --job retrain_gpt
     python -m dagster_project.run --select clean,tokenizer_bpe
+    python -m dagster_project.run --set train.size=base --set train.max_steps=300
+
+``--set KEY=VALUE`` (repeatable) changes a parameter for this run only, as ``lmforge``'s commands
+take it (``pipelines/<arch>.yaml:KEY=VALUE`` for a recipe's): every process of the run sees it
+(``dagster_project.overrides``); ``params.yaml`` is not rewritten.
 
 Assets are named, not selected by Dagster's selection syntax: the DVC installation pins the
 parser runtime that syntax needs to an older release (``dagster asset materialize --select``
@@ -29,7 +34,21 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m dagster_project.run")
     ap.add_argument("--job", default="full_pipeline", help="job to run (default: full_pipeline)")
     ap.add_argument("--select", default="", help="comma-separated asset names (default: the job's assets)")
+    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                    help="change a parameter for this run (repeatable), as lmforge's commands take it")
     args = ap.parse_args(argv)
+
+    from lmforge.config import ConfigError, load_params
+
+    from .overrides import export_overrides
+
+    project = Path(os.environ.get("LMFORGE_PROJECT") or ".").resolve()
+    try:  # a wrong key or value is one line, before Dagster starts
+        load_params(project / "params.yaml", args.overrides)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    export_overrides(args.overrides)
 
     from dagster import AssetKey, DagsterEventType, DagsterInstance
 

@@ -327,6 +327,8 @@ class TrainConfig(_Strict):
     strategy: Literal["auto", "ddp", "fsdp", "ddp_find_unused_parameters_true"] = "auto"
     precision: str | None = Field(None, description="null: bf16-mixed on a GPU that supports it, 32-true on CPU")
     compile: bool = Field(False, description="torch.compile the model")
+    compile_mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = Field(
+        "default", description="torch.compile's mode with compile: true (reduce-overhead: CUDA graphs of the step)")
     seed: int = Field(0, ge=0)
     num_workers: int = Field(0, ge=0, description="DataLoader worker processes")
     max_steps: int | None = Field(None, ge=1, description="override every recipe's pretraining steps (quick experiments)")

@@ -252,10 +252,43 @@ def test_bf16_mixed_clips_the_gradients_of_a_fused_optimizer_as_lightning_clips_
     assert (train(LMForgeModule, None) - plain).abs().max() > 1e-4
 
 
-def test_a_training_step_reads_the_device_once(tmp_path, monkeypatch):
-    """The finite-loss check is the step's only read of a tensor on the host (each read waits for
-    the GPU); without a progress bar Lightning is given no loss to read after every step, and the
-    history reads its sums only on the steps it writes a row."""
+def test_a_nan_loss_found_by_a_later_check_still_names_its_step(tmp_path):
+    """Checked every 4 micro-batches, the loss that went NaN at the 6th is found at the 8th's
+    check, and the error names the 6th (step 5), not the step that read it."""
+    import lightning.pytorch as pl
+
+    optim = OptimConfig(max_steps=10, batch_size=2, learning_rate=1e-3)
+    module = LMForgeModule(_NaNAfter(good=5), optim, finite_check_every=4)
+    data = [{"input_ids": torch.ones(4, dtype=torch.long)} for _ in range(40)]
+    trainer = pl.Trainer(max_steps=10, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                         default_root_dir=tmp_path, accelerator="cpu")
+    with pytest.raises(NonFiniteLossError, match=r"loss is nan at step 5 \(micro-batch 6\)"):
+        trainer.fit(module, torch.utils.data.DataLoader(data, batch_size=2))
+    assert module.model.calls == 8  # found at the check of the 8th micro-batch, before its backward
+
+
+def test_a_nan_loss_between_checks_is_found_before_a_checkpoint_is_written(tmp_path):
+    """A checkpoint due before the next periodic check checks the losses first: no checkpoint
+    holds the weights a NaN loss has reached."""
+    import lightning.pytorch as pl
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    optim = OptimConfig(max_steps=10, batch_size=2, learning_rate=1e-3)
+    module = LMForgeModule(_NaNAfter(good=2), optim, finite_check_every=100)
+    data = [{"input_ids": torch.ones(4, dtype=torch.long)} for _ in range(40)]
+    ckpt = ModelCheckpoint(dirpath=tmp_path / "ckpt", every_n_train_steps=4, save_top_k=-1)
+    trainer = pl.Trainer(max_steps=10, logger=False, enable_progress_bar=False, callbacks=[ckpt],
+                         default_root_dir=tmp_path, accelerator="cpu")
+    with pytest.raises(NonFiniteLossError, match=r"loss is nan at step 2 \(micro-batch 3\)"):
+        trainer.fit(module, torch.utils.data.DataLoader(data, batch_size=2))
+    assert not list((tmp_path / "ckpt").glob("*.ckpt"))
+
+
+def test_a_training_step_reads_the_device_only_on_the_steps_that_log(tmp_path, monkeypatch):
+    """No step reads a tensor on the host (each read waits for the GPU) except the steps the
+    history writes a row at: there the finite-loss check reads the losses since the last check
+    at once, and the history its sums. Without a progress bar Lightning is given no loss to read
+    after every step."""
     import traceback
 
     import lightning.pytorch as pl
@@ -265,7 +298,7 @@ def test_a_training_step_reads_the_device_once(tmp_path, monkeypatch):
 
     torch.manual_seed(0)
     model = build_model("gpt-tiny", head="lm", vocab_size=200, n_positions=32)
-    module = LMForgeModule(model, OptimConfig(max_steps=8, batch_size=4, learning_rate=1e-3))
+    module = LMForgeModule(model, OptimConfig(max_steps=8, batch_size=4, learning_rate=1e-3), finite_check_every=4)
     data = [{"input_ids": x, "labels": x} for x in torch.randint(0, 200, (32, 32))]
     reads: list[str] = []
 
@@ -282,7 +315,7 @@ def test_a_training_step_reads_the_device_once(tmp_path, monkeypatch):
     class Watch(pl.Callback):
         def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
             if batch_idx == 2:
-                for name in ("item", "__bool__", "__float__"):
+                for name in ("item", "__bool__", "__float__", "tolist"):
                     monkeypatch.setattr(torch.Tensor, name, counted(name))
 
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
@@ -293,8 +326,8 @@ def test_a_training_step_reads_the_device_once(tmp_path, monkeypatch):
                          default_root_dir=tmp_path, accelerator="cpu", callbacks=[Watch(), History(log_every=4)],
                          gradient_clip_val=1.0)
     trainer.fit(module, torch.utils.data.DataLoader(data, batch_size=4))
-    # steps 3 to 7: the check in each, and the history's row at step 4
-    assert sorted(r.rsplit("/", 1)[-1] for r in reads) == ["module.py"] * 5 + ["run.py"], reads
+    # steps 3 to 7: the check and the history's row at step 4, nothing else
+    assert sorted(r.rsplit("/", 1)[-1] for r in reads) == ["module.py", "run.py"], reads
 
 
 def test_learning_rate_schedule():

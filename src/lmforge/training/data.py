@@ -114,6 +114,12 @@ class ObjectiveDataModule(pl.LightningDataModule):
                 del batch[mask_key]
         return batch
 
+    def _pin(self) -> bool:
+        """Batches in page-locked memory when training on a CUDA device: their copy to the GPU is
+        then queued without the host waiting for it (a copy from ordinary memory waits)."""
+        trainer = getattr(self, "trainer", None)
+        return trainer is not None and trainer.strategy.root_device.type == "cuda"
+
     def _world(self) -> tuple[int, int]:
         trainer = getattr(self, "trainer", None)
         if trainer is None:
@@ -126,7 +132,7 @@ class ObjectiveDataModule(pl.LightningDataModule):
                                 shuffle=not self.ordered, rank=rank, world_size=world, start_step=self.micro_steps_done)
         return DataLoader(self.train_data, batch_size=self.batch_size, sampler=sampler, collate_fn=self.collate,
                           num_workers=self.num_workers, generator=_generator(self.seed),
-                          persistent_workers=self.num_workers > 0)
+                          persistent_workers=self.num_workers > 0, pin_memory=self._pin())
 
     def val_dataloader(self) -> DataLoader | list:
         if self.val_data is None:

@@ -299,7 +299,8 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
     elif ft.tag_weights == "balanced" and family == "tagging" and not text_to_text:  # per tag, labelled positions
         class_weights = balanced_class_weights([t for e in encoded["train"] for t in e["labels"].tolist() if t >= 0],
                                                num_labels)
-    module = LMForgeModule(model, optim, class_weights=class_weights, layer_decay=ft.layer_decay)
+    module = LMForgeModule(model, optim, class_weights=class_weights, layer_decay=ft.layer_decay,
+                           finite_check_every=params.train.log_every * optim.accumulate_grad_batches)
     data = ObjectiveDataModule(ExampleList(encoded["train"]), ExampleList(encoded["validation"]),
                                batch_size=optim.batch_size, micro_steps=optim.max_steps * optim.accumulate_grad_batches,
                                seed=params.train.seed, pad_id=pad, ordered=False, num_workers=params.train.num_workers,

@@ -75,18 +75,23 @@ class LMForgeModule(pl.LightningModule):
     """Trains ``model`` on batches of an objective (or a fine-tuning task)."""
 
     def __init__(self, model: nn.Module, optim: OptimConfig, *, carry_memory: bool = False, compile: bool = False,
-                 class_weights: torch.Tensor | None = None, layer_decay: float | None = None):
+                 compile_mode: str = "default", class_weights: torch.Tensor | None = None,
+                 layer_decay: float | None = None, finite_check_every: int = 1):
         super().__init__()
         self.model = model
         self.optim = optim
         self.carry_memory = carry_memory
         self.class_weights = class_weights
         self.layer_decay = layer_decay
+        self.finite_check_every = max(1, int(finite_check_every))
         self.micro_steps_done = 0  # micro-batches consumed: where the data stream resumes
         self.mems: list[torch.Tensor] | None = None
         self.val_mems: list[torch.Tensor] | None = None
+        # the losses not yet checked: (optimizer step, micro-batch, loss), read together
+        self._unchecked: list[tuple[int, int, torch.Tensor]] = []
         # a plain attribute, not a registered submodule: the weights are saved once, under "model."
-        object.__setattr__(self, "_forward", torch.compile(model) if compile else model)
+        compiled = torch.compile(model, mode=None if compile_mode == "default" else compile_mode) if compile else model
+        object.__setattr__(self, "_forward", compiled)
 
     def forward(self, **batch):
         return self._forward(**batch)
@@ -110,10 +115,10 @@ class LMForgeModule(pl.LightningModule):
         out, self.mems = self._step(batch, self.mems)
         loss = out.loss if self.class_weights is None else weighted_classification_loss(out, batch["labels"],
                                                                                         self.class_weights)
-        if not torch.isfinite(loss.detach()).all():
-            raise NonFiniteLossError(
-                f"the training loss is {loss.item()} at step {self.global_step} (micro-batch {self.micro_steps_done}); "
-                "stopping. Lower the learning rate, enable gradient clipping, or check the data.")
+        # a copy: under CUDA graphs the step's own output is overwritten by the next replay
+        self._unchecked.append((self.global_step, self.micro_steps_done, loss.detach().clone()))
+        if self.micro_steps_done % self.finite_check_every == 0:
+            self.check_finite()
         size = next(iter(batch.values())).shape[0]
         self.log("train/loss", loss.detach(), prog_bar=self._bar_shown, batch_size=size)
         for name, value in out.aux.items():
@@ -121,7 +126,27 @@ class LMForgeModule(pl.LightningModule):
                 self.log(f"train/{name}", value.detach(), batch_size=size)
         return loss
 
+    def check_finite(self) -> None:
+        """Raise :class:`NonFiniteLossError` naming the first unchecked step whose loss is not
+        finite. Each check reads the device once (it waits for the GPU), so the losses are checked
+        together every ``finite_check_every`` micro-batches (the history reads them as often),
+        before a checkpoint is written and when training ends: a non-finite loss stops the run
+        within that many steps, and no checkpoint or output holds its weights."""
+        if not self._unchecked:
+            return
+        pending, self._unchecked = self._unchecked, []
+        values = torch.stack([loss.float().reshape(()) for _, _, loss in pending]).tolist()
+        for (step, micro, _), value in zip(pending, values):
+            if not math.isfinite(value):
+                raise NonFiniteLossError(
+                    f"the training loss is {value} at step {step} (micro-batch {micro}); "
+                    "stopping. Lower the learning rate, enable gradient clipping, or check the data.")
+
+    def on_train_end(self) -> None:
+        self.check_finite()
+
     def on_validation_epoch_start(self) -> None:
+        self.check_finite()
         self.val_mems = None
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
@@ -162,6 +187,7 @@ class LMForgeModule(pl.LightningModule):
             torch.nn.utils.clip_grad_norm_(params, gradient_clip_val)
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
+        self.check_finite()
         checkpoint["lmforge"] = {
             "micro_steps_done": self.micro_steps_done,
             "torch_rng": torch.get_rng_state(),

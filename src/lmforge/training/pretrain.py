@@ -97,7 +97,9 @@ def run_pretrain(params: Params, arch: str, *, log: Callable[[str], None] = prin
     ordered = bool(getattr(train_obj, "ordered", False))
     batch_size = batch_size_for(params, recipe, optim.batch_size, ordered)
     carry_memory = arch == "transformer_xl"
-    module = LMForgeModule(model, optim, carry_memory=carry_memory, compile=params.train.compile)
+    module = LMForgeModule(model, optim, carry_memory=carry_memory, compile=params.train.compile,
+                           compile_mode=params.train.compile_mode,
+                           finite_check_every=params.train.log_every * optim.accumulate_grad_batches)
     data = ObjectiveDataModule(train_obj, val_obj, batch_size=batch_size,
                                micro_steps=optim.max_steps * optim.accumulate_grad_batches, seed=params.dataset.seed,
                                pad_id=vocab.pad if vocab.pad is not None else 0, ordered=ordered,
