@@ -42,6 +42,7 @@ MFU = model FLOPs per second / the GPU's dense bf16 peak (``--peak-tflops``; H10
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import inspect
 import json
@@ -75,6 +76,8 @@ MODELS = {
                       vocab=Vocab(size=30522, pad=0, unk=100, cls=101, sep=102, mask=103,
                                   special_ids=frozenset({0, 100, 101, 102, 103})), first_token=999),
 }
+# a run's variant: the torch.compile mode it trains with (None: eager)
+COMPILE_MODES = {"": None, "compiled": "default", "cudagraphs": "reduce-overhead"}
 # --device-check: the same code paths with a model small enough for a CPU
 SMALL = {"n_layers": 2, "d_model": 128, "n_heads": 2, "d_ff": 512}
 
@@ -113,6 +116,34 @@ class _Clock:
         self.t0 = self.t1 = None
         self.events: list[tuple[torch.cuda.Event, torch.cuda.Event]] = []  # (end of step i, start of step i+1)
         self._end_event = None
+        self.data_wait = 0.0  # the host's time inside the DataLoader's next() within the timed window
+
+    @property
+    def timing(self) -> bool:
+        return self.t0 is not None and self.t1 is None
+
+    @contextlib.contextmanager
+    def profiling_data_wait(self):
+        """Time every ``next()`` of a DataLoader iterator (both loops fetch through one) that
+        falls inside the timed window: the host's wait for its next batch."""
+        iterator = torch.utils.data.dataloader._BaseDataLoaderIter
+        original = iterator.__next__
+        clock = self
+
+        def timed_next(it):
+            if not clock.timing:
+                return original(it)
+            t = time.perf_counter()
+            try:
+                return original(it)
+            finally:
+                clock.data_wait += time.perf_counter() - t
+
+        iterator.__next__ = timed_next
+        try:
+            yield self
+        finally:
+            iterator.__next__ = original
 
     def _sync(self) -> None:
         if self.cuda:
@@ -177,10 +208,13 @@ def _optim(spec: dict, batch: int, total: int) -> OptimConfig:
 def run_ours(model, spec, objective, *, batch, warmup, steps, compile, workers, accelerator, work_dir) -> _Clock:
     params = Params()
     params.train.accelerator = accelerator
-    params.train.compile = compile
+    params.train.compile = bool(compile)
+    params.train.compile_mode = compile or "default"
     params.train.checkpoint_every = 10 ** 6
     optim = _optim(spec, batch, warmup + steps)
-    module = LMForgeModule(model, optim, compile=compile)
+    # as the pretraining stage builds it (its finite-loss check every log_every steps)
+    module = LMForgeModule(model, optim, compile=bool(compile), compile_mode=compile or "default",
+                           finite_check_every=params.train.log_every)
     data = ObjectiveDataModule(objective, None, batch_size=batch, micro_steps=warmup + steps, seed=0,
                                pad_id=spec["vocab"].pad or 0, ordered=False, num_workers=workers)
     clock = _Clock(warmup, steps, accelerator == "gpu")
@@ -188,7 +222,8 @@ def run_ours(model, spec, objective, *, batch, warmup, steps, compile, workers, 
     history = History(params.train.log_every)
     callbacks = [_LightningClock(clock), history, TrainingProgress(f"mfu {spec['preset']}", history)]
     trainer = build_trainer(params, optim, Path(work_dir), callbacks, has_validation=False)
-    trainer.fit(module, datamodule=data)
+    with clock.profiling_data_wait():
+        trainer.fit(module, datamodule=data)
     return clock
 
 
@@ -227,10 +262,13 @@ def run_hf(model, spec, objective, *, batch, warmup, steps, compile, workers, ac
         output_dir=str(work_dir), per_device_train_batch_size=batch, max_steps=total, learning_rate=spec["learning_rate"],
         warmup_steps=min(10, total), lr_scheduler_type="cosine", weight_decay=0.01, max_grad_norm=1.0,
         bf16=accelerator == "gpu", optim="adamw_torch_fused" if accelerator == "gpu" else "adamw_torch",
-        torch_compile=compile, dataloader_num_workers=workers, logging_strategy="no", save_strategy="no",
+        torch_compile=bool(compile), torch_compile_mode=None if compile in (None, "default") else compile,
+        dataloader_num_workers=workers, dataloader_pin_memory=accelerator == "gpu", logging_strategy="no", save_strategy="no",
         eval_strategy="no", report_to="none", disable_tqdm=True, remove_unused_columns=False, seed=0,
         use_cpu=accelerator != "gpu")
-    Trainer(model=hf_model, args=args, train_dataset=Examples(), data_collator=collate, callbacks=[HFClock()]).train()
+    trainer = Trainer(model=hf_model, args=args, train_dataset=Examples(), data_collator=collate, callbacks=[HFClock()])
+    with clock.profiling_data_wait():
+        trainer.train()
     return clock
 
 
@@ -248,14 +286,15 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", choices=sorted(MODELS), default="gpt2")
     ap.add_argument("--runs", default="ours,hf,ours-compiled,hf-compiled",
-                    help="comma-separated: ours, hf, ours-compiled, hf-compiled")
+                    help="comma-separated: ours, hf, each with -compiled (torch.compile) or -cudagraphs "
+                         "(torch.compile's reduce-overhead mode: the compiled step replayed as CUDA graphs)")
     ap.add_argument("--batch", type=int, help="sequences per step (default: the model's)")
     ap.add_argument("--steps", type=int, default=30, help="timed steps")
     ap.add_argument("--warmup", type=int, default=10, help="untimed steps first (compilation happens here)")
     ap.add_argument("--workers", type=int, default=4, help="DataLoader worker processes, both loops")
     ap.add_argument("--peak-tflops", type=float, help="the GPU's dense bf16 peak (default: from its name)")
     ap.add_argument("--device-check", action="store_true",
-                    help="on a CPU: a 2-layer model, 3 steps, 0 workers: checks the code paths, measures nothing")
+                    help="on a CPU: a 2-layer model, 3 steps, 0 workers, eager: checks the code paths, measures nothing")
     ap.add_argument("--json", help="append one JSON line per run to this file")
     a = ap.parse_args(argv)
 
@@ -286,25 +325,31 @@ def main(argv: list[str] | None = None) -> list[dict]:
         **({"block_size": length} if spec["objective"] == "clm" else {"max_length": length})))
     fraction = 1.0 if spec["objective"] == "clm" else predicted_fraction(objective)
 
+    runs = [r.strip() for r in a.runs.split(",") if r.strip()]
+    for run in runs:  # every name checked before the first run starts
+        impl, _, variant = run.partition("-")
+        if impl not in ("ours", "hf") or variant not in COMPILE_MODES:
+            sys.exit(f"mfu.py: unknown run {run!r} (ours or hf, alone or with -compiled or -cudagraphs)")
     results = []
-    for run in [r.strip() for r in a.runs.split(",") if r.strip()]:
-        impl, _, compiled = run.partition("-")
-        if impl not in ("ours", "hf") or compiled not in ("", "compiled"):
-            sys.exit(f"mfu.py: unknown run {run!r} (ours, hf, ours-compiled, hf-compiled)")
+    for run in runs:
+        impl, _, variant = run.partition("-")
+        # the device check runs each loop eagerly: compiling on a CPU takes minutes and measures nothing
+        compiled = None if a.device_check else COMPILE_MODES[variant]
         torch.manual_seed(0)
         model = build_model(spec["preset"], head=spec["head"], **overrides)
         per_token = flops_per_token(a.model, model, length, fraction)
         loop = run_ours if impl == "ours" else run_hf
         row = {"model": a.model, "run": run, "device": gpu_name, "batch": batch, "length": length, "steps": steps,
-               "warmup": warmup, "workers": workers, "parameters": sum(p.numel() for p in model.parameters()),
+               "warmup": warmup, "workers": workers, "compile_mode": compiled, "parameters": sum(p.numel() for p in model.parameters()),
                "flops_per_token": per_token}
         try:
             with tempfile.TemporaryDirectory() as work:
-                clock = loop(model, spec, objective, batch=batch, warmup=warmup, steps=steps, compile=bool(compiled),
+                clock = loop(model, spec, objective, batch=batch, warmup=warmup, steps=steps, compile=compiled,
                              workers=workers, accelerator=accelerator, work_dir=work)
             tokens_per_s = steps * batch * length / clock.seconds
             row.update(tokens_per_s=round(tokens_per_s), step_ms=round(1000 * clock.seconds / steps, 2),
                        host_gap_fraction=round(clock.wait / clock.seconds, 4),
+                       data_wait_fraction=round(clock.data_wait / clock.seconds, 4),
                        gpu_idle_fraction=round(clock.gpu_idle / clock.seconds, 4) if cuda else None,
                        peak_memory_gib=round(torch.cuda.max_memory_allocated() / 2 ** 30, 2) if cuda else None)
             if peak:

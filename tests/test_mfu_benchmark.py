@@ -26,3 +26,6 @@ def test_both_loops_run_on_a_cpu_and_report_their_rates(model):
     for row in rows:
         assert "error" not in row, row
         assert row["tokens_per_s"] > 0 and 0 <= row["host_gap_fraction"] < 1 and row["gpu_idle_fraction"] is None
+        # the profiled wait for data: some time in next() (no worker here: the batch is built
+        # inside it), less than the whole window
+        assert 0 < row["data_wait_fraction"] < 1

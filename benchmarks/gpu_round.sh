@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# The GPU round in one run: MFU beside transformers' Trainer, the GPU tests, and the end-to-end
+# pipeline at the base recipes through Dagster (training stages launched through Pipes) with the
+# transfer table, in at most GPU_ROUND_SECONDS (default 510) of wall time.
+#
+#   OUT=results benchmarks/gpu_round.sh          # on a machine with a CUDA GPU
+#   OUT=results benchmarks/gpu_round.sh --dry    # the same steps at toy size on a CPU (the test suite runs this)
+#
+# Everything is written under $OUT as it happens, so a run stopped at its time limit keeps what
+# it finished (at most 8 files: round.log, mfu.jsonl, mfu.log, pytest_gpu.log, e2e.log,
+# stages.csv, leaderboard.md):
+#   1. the end-to-end run's data stages (clean, tokenizers, token stores, datasets: CPU work)
+#      start in the background on a corpus larger than the demo (the standard library's and
+#      several installed packages' docstrings), while
+#   2. benchmarks/mfu.py times GPT-2 124M and BERT-base, compiled, ours and the Trainer's (the GPU
+#      to itself: nothing else uses it meanwhile);
+#   3. then the end-to-end run's training stages (every architecture pretrained for a short budget,
+#      fine-tuned, and fine-tuned from scratch as the control), evaluate and report, while
+#      `pytest -m gpu` runs beside it with a per-test time limit;
+#   4. stages.csv (each Dagster step's time) and leaderboard.md (the transfer table).
+# Parameters reach the pipeline through --set only: the project's params.yaml is never rewritten.
+# The scratch project lives in GPU_ROUND_WORK (default /tmp/lmforge-gpu-round), made by this
+# script (a folder there that this script did not make is refused).
+set -uo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+DRY=0
+case "${1:-}" in
+  --dry) DRY=1 ;;
+  "") ;;
+  *) echo "usage: OUT=DIR $0 [--dry]" >&2; exit 2 ;;
+esac
+if [ -z "${OUT:-}" ]; then echo "gpu_round.sh: set OUT to the folder for the results" >&2; exit 2; fi
+PY="${PYTHON:-python3}"
+BUDGET="${GPU_ROUND_SECONDS:-510}"
+WORK="${GPU_ROUND_WORK:-/tmp/lmforge-gpu-round}"
+# which parts run (GPU_ROUND_PHASES=e2e on the same machine goes on with an end-to-end run that
+# was stopped at the time limit: the finished stages are up to date and are not redone)
+PHASES=",${GPU_ROUND_PHASES:-mfu,tests,e2e},"
+has() { [[ "$PHASES" == *",$1,"* ]]; }
+export PYTHONPATH="$REPO/src:$REPO${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+mkdir -p "$OUT"
+T0=$(date +%s)
+
+elapsed() { echo $(( $(date +%s) - T0 )); }
+left() { echo $(( BUDGET - $(elapsed) )); }
+log() { echo "[gpu_round +$(elapsed)s] $*" | tee -a "$OUT/round.log" >&2; }
+# the time a phase may take: what it asks, at most what is left less a reserve for the report
+allow() { local want=$1 reserve=${2:-20} room; room=$(( $(left) - reserve )); [ "$room" -lt "$want" ] && want=$room; [ "$want" -lt 1 ] && want=1; echo "$want"; }
+
+# ---------------------------------------------------------------- sizes: the GPU's or the toy's
+MFU_GPT_RUNS="ours-compiled,ours-cudagraphs,hf-compiled"
+MFU_BERT_RUNS="ours-compiled,hf-compiled"
+if [ "$DRY" = 1 ]; then
+  MFU_ARGS=(--device-check)  # the same runs, each eager (see mfu.py)
+  SIZE=tiny; ACCEL=cpu; PRETRAIN_STEPS=4; FINETUNE_STEPS=4
+  ARCHS="[gpt]"
+  CORPUS=(--set clean.include_site_packages=false --set clean.workers=2 --set "tokenizer.kinds=[bpe]"
+          --set "dataset.objectives=[clm]")
+else
+  MFU_ARGS=(--warmup 8 --steps 20 --workers 4)
+  SIZE=base; ACCEL=gpu; PRETRAIN_STEPS=${GPU_ROUND_PRETRAIN_STEPS:-300}; FINETUNE_STEPS=${GPU_ROUND_FINETUNE_STEPS:-120}
+  ARCHS="[gpt,bert,albert,ernie,elmo,transformer_xl,xlnet,bart,t5,switch]"
+  CORPUS=(--set "clean.include_site_packages=[numpy,scipy,sklearn,pandas,torch,sympy,networkx]" --set clean.workers=6
+          --set tokenizer.max_training_documents=20000)
+fi
+SETS=(--set "train.size=$SIZE" --set "train.accelerator=$ACCEL" --set "train.architectures=$ARCHS"
+      --set "train.max_steps=$PRETRAIN_STEPS" --set "train.finetune_max_steps=$FINETUNE_STEPS"
+      --set tracking.enabled=false --set orchestrate.dvc_commit=false --set orchestrate.training_process=subprocess
+      --set evaluate.validation_batches=50 "${CORPUS[@]}")
+# each recipe's warmup and validation scaled to the short budget (the base recipes warm up for 10,000 steps)
+for arch in gpt bert albert ernie elmo transformer_xl xlnet bart t5 switch; do
+  r="pipelines/$arch.yaml:sizes.$SIZE"
+  SETS+=(--set "$r.pretrain.warmup_steps=$(( PRETRAIN_STEPS / 10 + 1 ))" --set "$r.pretrain.eval_every=$PRETRAIN_STEPS"
+         --set "$r.pretrain.eval_batches=20" --set "$r.finetune.warmup_steps=0" --set "$r.finetune.warmup_ratio=0.1"
+         --set "$r.finetune.eval_every=$(( FINETUNE_STEPS / 3 + 1 ))" --set "$r.finetune.eval_batches=10")
+done
+
+log "repo $REPO, out $OUT, work $WORK, budget ${BUDGET}s, dry=$DRY"
+{
+  command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+  "$PY" -c "import sys, torch, lightning, transformers; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'lightning', lightning.__version__, 'transformers', transformers.__version__); print('gpu', torch.cuda.get_device_name() if torch.cuda.is_available() else None)"
+  nproc
+} >> "$OUT/round.log" 2>&1
+
+# ---------------------------------------------------------------- 1. the scratch project, its data stages
+if [ -e "$WORK" ] && [ ! -f "$WORK/.gpu_round" ]; then
+  log "error: $WORK exists and was not made by this script; set GPU_ROUND_WORK to a new folder"
+  exit 2
+fi
+mkdir -p "$WORK/dagster" && touch "$WORK/.gpu_round"
+PROJECT="$WORK/project"
+[ -f "$PROJECT/params.yaml" ] || "$PY" -m lmforge.cli init "$PROJECT" >> "$OUT/e2e.log" 2>&1 || { log "error: lmforge init failed (e2e.log)"; exit 1; }
+cp "$REPO/dagster_project/dagster.yaml" "$WORK/dagster/dagster.yaml"
+DATA_ASSETS=$(cd "$PROJECT" && "$PY" - "${SETS[@]}" <<'EOF'
+import sys
+from lmforge.config import load_params
+from lmforge.stages import build_stages
+overrides = [a for a in sys.argv[1:] if a != "--set"]
+graph = build_stages(load_params("params.yaml", overrides), root=".")
+print(",".join(s.name for s in graph if s.kind in ("clean", "tokenizer", "tokens", "dataset")))
+EOF
+) || { log "error: the parameters or the stage graph are wrong (see above)"; exit 2; }
+e2e() {  # a Dagster run of the scratch project, its output appended to e2e.log
+  (cd "$PROJECT" && LMFORGE_PROJECT="$PROJECT" DAGSTER_HOME="$WORK/dagster" "$PY" -m dagster_project.run "$@" "${SETS[@]}") >> "$OUT/e2e.log" 2>&1
+}
+log "e2e: data stages start in the background: $DATA_ASSETS"
+e2e --select "$DATA_ASSETS" &
+DATA_PID=$!
+
+# ---------------------------------------------------------------- 2. MFU, the GPU to itself
+mfu() {
+  local model=$1 runs=$2 limit
+  limit=$(allow "$3" 200)
+  log "mfu: $model ($runs), at most ${limit}s"
+  timeout -k 10 "$limit" "$PY" "$REPO/benchmarks/mfu.py" --model "$model" --runs "$runs" "${MFU_ARGS[@]}" \
+    --json "$OUT/mfu.jsonl" >> "$OUT/mfu.log" 2>&1
+  log "mfu: $model exit $?"
+}
+if has mfu; then
+  mfu gpt2 "$MFU_GPT_RUNS" 170
+  mfu bert-base "$MFU_BERT_RUNS" 110
+fi
+
+# ---------------------------------------------------------------- 3. training stages, with pytest -m gpu beside them
+log "e2e: waiting for the data stages"
+wait "$DATA_PID"; DATA_RC=$?
+log "e2e: data stages exit $DATA_RC"
+TEST_PID=""
+if has tests; then
+  limit=$(allow 150 30)
+  log "pytest -m gpu: at most ${limit}s, 100 s per test"
+  (cd "$REPO" && timeout -k 10 "$limit" "$PY" -m pytest -m gpu tests/training/test_gpu.py -p no:cacheprovider -o addopts= \
+     -q -rA --timeout 100 > "$OUT/pytest_gpu.log" 2>&1; echo "pytest exit $?" >> "$OUT/pytest_gpu.log") &
+  TEST_PID=$!
+fi
+if has e2e; then
+  limit=$(allow 600 25)
+  log "e2e: training stages, evaluate, report, at most ${limit}s"
+  timeout -k 15 "$limit" bash -c "$(declare -f e2e); $(declare -p SETS PROJECT WORK OUT PY); e2e"
+  log "e2e: exit $?"
+fi
+if [ -n "$TEST_PID" ]; then
+  wait "$TEST_PID"
+  log "pytest -m gpu: $(grep -E '(passed|failed|skipped|error)' "$OUT/pytest_gpu.log" | tail -1)"
+fi
+
+# ---------------------------------------------------------------- 4. what the run did
+"$PY" "$REPO/benchmarks/gpu_round_report.py" --dagster-home "$WORK/dagster" --project "$PROJECT" --out "$OUT" \
+  2>&1 | tee -a "$OUT/round.log" >&2
+log "done"
