@@ -99,8 +99,10 @@ from lmforge.stages import build_stages
 overrides = [a for a in sys.argv[1:] if a != "--set"]
 graph = build_stages(load_params("params.yaml", overrides), root=".")
 print(",".join(s.name for s in graph if s.kind in ("clean", "tokenizer", "tokens", "dataset")))
+print(",".join(s.name for s in graph if s.kind == "pretrain"))
 EOF
 ) || { log "error: the parameters or the stage graph are wrong (see above)"; exit 2; }
+PRETRAIN_ASSETS=$(sed -n 2p <<< "$DATA_ASSETS"); DATA_ASSETS=$(sed -n 1p <<< "$DATA_ASSETS")
 e2e() {  # a Dagster run of the scratch project, its output appended to e2e.log
   (cd "$PROJECT" && LMFORGE_PROJECT="$PROJECT" DAGSTER_HOME="$WORK/dagster" "$PY" -m dagster_project.run "$@" "${SETS[@]}") >> "$OUT/e2e.log" 2>&1
 }
@@ -130,13 +132,20 @@ TEST_PID=""
 if has tests; then
   limit=$(allow 150 30)
   log "pytest -m gpu: at most ${limit}s, 100 s per test"
-  (cd "$REPO" && timeout -k 10 "$limit" "$PY" -m pytest -m gpu tests/training/test_gpu.py -p no:cacheprovider -o addopts= \
-     -q -rA --timeout 100 > "$OUT/pytest_gpu.log" 2>&1; echo "pytest exit $?" >> "$OUT/pytest_gpu.log") &
+  # SIGINT at the limit: pytest then stops as on Ctrl-C and still prints its summary line
+  (cd "$REPO" && timeout -s INT -k 20 "$limit" "$PY" -m pytest -m gpu tests/training/test_gpu.py -p no:cacheprovider \
+     -o addopts= -q -rA --timeout 100 > "$OUT/pytest_gpu.log" 2>&1; echo "pytest exit $?" >> "$OUT/pytest_gpu.log") &
   TEST_PID=$!
 fi
 if has e2e; then
+  # every pretraining first (Dagster's own order starts with the from-scratch fine-tunings, which
+  # need no pretraining: a time limit would then leave no pretrained model), then the rest
   limit=$(allow 600 25)
-  log "e2e: training stages, evaluate, report, at most ${limit}s"
+  log "e2e: pretraining stages ($PRETRAIN_ASSETS), at most ${limit}s"
+  timeout -k 15 "$limit" bash -c "$(declare -f e2e); $(declare -p SETS PROJECT WORK OUT PY); e2e --select '$PRETRAIN_ASSETS'"
+  log "e2e: pretraining exit $?"
+  limit=$(allow 600 25)
+  log "e2e: fine-tuning, the from-scratch controls, evaluate, report, at most ${limit}s"
   timeout -k 15 "$limit" bash -c "$(declare -f e2e); $(declare -p SETS PROJECT WORK OUT PY); e2e"
   log "e2e: exit $?"
 fi

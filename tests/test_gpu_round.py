@@ -1,0 +1,63 @@
+"""benchmarks/gpu_round.sh --dry: every step of the GPU round at toy size on a CPU, so the round
+itself (on a lent GPU, minutes at most) cannot fail on a typo in the script, a parameter it sets
+or a file it reads back."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+def test_the_dry_round_runs_every_step_and_writes_its_results(tmp_path):
+    out, work = tmp_path / "out", tmp_path / "work"
+    env = {**os.environ, "OUT": str(out), "GPU_ROUND_WORK": str(work), "PYTHON": sys.executable,
+           "GPU_ROUND_SECONDS": "1500", "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(["bash", str(REPO / "benchmarks" / "gpu_round.sh"), "--dry"], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=1700)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert sorted(p.name for p in out.iterdir()) == ["e2e.log", "leaderboard.md", "mfu.jsonl", "mfu.log",
+                                                     "pytest_gpu.log", "round.log", "stages.csv"]
+    # MFU: every run the GPU round times, each through its loop (eager on the CPU), none failed
+    rows = [json.loads(line) for line in (out / "mfu.jsonl").read_text().splitlines()]
+    assert [(r["model"], r["run"]) for r in rows] == [("gpt2", "ours-compiled"), ("gpt2", "ours-cudagraphs"),
+                                                      ("gpt2", "hf-compiled"), ("bert-base", "ours-compiled"),
+                                                      ("bert-base", "hf-compiled")]
+    assert all("error" not in r and r["tokens_per_s"] > 0 for r in rows), rows
+    # the GPU tests were collected and (without CUDA) skipped, with pytest's summary line
+    assert "skipped" in (out / "pytest_gpu.log").read_text()
+    # the end-to-end run: every step of the data and training stages succeeded, the report was written
+    with open(out / "stages.csv", newline="") as f:
+        steps = list(csv.DictReader(f))
+    names = {s["step"] for s in steps}
+    assert {"clean", "tokenizer_bpe", "dataset_clm", "pretrain_gpt", "finetune_gpt_docstring_kind",
+            "finetune_scratch_gpt_docstring_kind", "evaluate_gpt", "report"} <= names, names
+    assert all(s["status"] == "SUCCESS" for s in steps), [s for s in steps if s["status"] != "SUCCESS"]
+    board = (out / "leaderboard.md").read_text().splitlines()
+    header = next(line for line in board if line.startswith("| architecture | objective"))
+    row = next(line for line in board if line.startswith("| gpt |"))
+    cells = dict(zip([c.strip() for c in header.split("|")], [c.strip() for c in row.split("|")]))
+    assert cells["steps"] == "4"  # train.max_steps=4 of --set reached the training process Pipes launched
+    # parameters through --set only: the scratch project's params.yaml is the starter's, untouched
+    starter = (REPO / "src" / "lmforge" / "starter" / "params.yaml").read_bytes()
+    assert (work / "project" / "params.yaml").read_bytes() == starter
+
+
+def test_the_round_refuses_a_work_folder_it_did_not_make(tmp_path):
+    work = tmp_path / "mine"
+    work.mkdir()
+    (work / "keep.txt").write_text("a user's file")
+    env = {**os.environ, "OUT": str(tmp_path / "out"), "GPU_ROUND_WORK": str(work), "PYTHON": sys.executable}
+    done = subprocess.run(["bash", str(REPO / "benchmarks" / "gpu_round.sh"), "--dry"], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2
+    assert "was not made by this script" in done.stderr
+    assert sorted(p.name for p in work.iterdir()) == ["keep.txt"]
