@@ -3,16 +3,20 @@ are removed before the URI is logged, written into a lock record, a spool line, 
 or tag, or an error message.
 
 ``redact_uri`` takes one URI; ``redact`` any text (a command line, an error message) and removes
-the user part of every URI in it; ``redact_data`` does the same through nested dicts and lists.
-The credentials themselves are only ever held by the object that makes the connection.
+the user part of every URI in it; ``redact_data`` does the same through nested dicts and lists;
+``redact_log_records`` through every log record of the process (a library's own warnings, such
+as MLflow's about a request that failed, name the URL they called). The credentials themselves
+are only ever held by the object that makes the connection.
 """
 
 from __future__ import annotations
 
+import logging
 import re
+import threading
 from typing import Any
 
-__all__ = ["has_credentials", "redact", "redact_data", "redact_uri"]
+__all__ = ["has_credentials", "redact", "redact_data", "redact_log_records", "redact_uri"]
 
 # scheme "://" userinfo "@": the userinfo runs to the last "@" before the host part ends ("/",
 # "?", "#", whitespace or a quote), so a password holding a raw "@" or ":" goes whole
@@ -50,3 +54,37 @@ def redact_data(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return type(value)(redact_data(v) for v in value)
     return value
+
+
+_FACTORY_LOCK = threading.Lock()
+_installed = False
+
+
+def redact_log_records() -> None:
+    """From now on, every log record this process makes (any logger, any thread) has the user
+    and password of the URIs in its message and traceback removed before a handler sees it.
+    Installed once (a wrapper around the current ``logging`` record factory); records without a
+    URI's credentials are left as they are."""
+    global _installed
+    with _FACTORY_LOCK:
+        if _installed:
+            return
+        base = logging.getLogRecordFactory()
+
+        def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+            record = base(*args, **kwargs)
+            try:
+                message = record.getMessage()
+            except Exception:  # noqa: BLE001 - a bad format is the handler's to report, as before
+                return record
+            clean = redact(message)
+            if clean != message:
+                record.msg, record.args = clean, None
+            if record.exc_info and record.exc_info[1] is not None and not record.exc_text:
+                text = logging.Formatter().formatException(record.exc_info)
+                if redact(text) != text:
+                    record.exc_text = redact(text)  # what formatters print in place of the traceback
+            return record
+
+        logging.setLogRecordFactory(factory)
+        _installed = True

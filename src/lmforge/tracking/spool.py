@@ -82,7 +82,7 @@ class Spool:
                 if record.get(key) is None:
                     continue
                 path = Path(str(record[key]))
-                bad = not path.is_absolute() or not inside(path)
+                bad = not inside(path)  # (a relative path is opened from here, as the spool folder is)
                 if not bad and path.is_dir():
                     bad = any(not inside(p) for p in path.rglob("*"))
                 if bad:

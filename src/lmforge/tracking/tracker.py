@@ -24,7 +24,7 @@ from mlflow.exceptions import MlflowException
 from ..config import TrackingConfig
 from ..models.folder import read_meta
 from ..ranks import is_rank_zero
-from ..redact import redact, redact_data, redact_uri
+from ..redact import redact, redact_data, redact_log_records, redact_uri
 from .keys import MAX_PARAM_LENGTH, MAX_TAG_LENGTH, safe_key
 from .pyfunc import LmforgePyfunc, pip_requirements, text_signature
 from .registry import register_candidate
@@ -96,6 +96,10 @@ class Tracker:
         self.uri: str | None = resolve_tracking_uri(uri) if self.enabled else None
         # what is shown and kept (logs, spool lines, links): the URI without its user and password
         self.shown_uri: str | None = redact_uri(self.uri)
+        if self.shown_uri != self.uri:  # MLflow's own warnings name the URL they called ...
+            redact_log_records()
+            # ... and it prints a finished run's link, from the URI it was given, on stdout
+            os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
         self.experiment = experiment
         self.run_name = run_name
         self.run_id: str | None = None
