@@ -104,7 +104,8 @@ class Tracker:
         self.run_name = run_name
         self.run_id: str | None = None
         self.experiment_id: str | None = None
-        self._initial_tags = {safe_key(k): redact(str(v))[:MAX_TAG_LENGTH] for k, v in (tags or {}).items() if v is not None}
+        self._initial_tags = {safe_key(k): redact(str(v))[:MAX_TAG_LENGTH]
+                              for k, v in (tags or {}).items() if v is not None}
         self._client: MlflowClient | None = None
         self.spool_dir = Path(spool_dir if spool_dir is not None else TrackingConfig.model_fields["spool_dir"].default)
         self.retry_seconds = retry_seconds
@@ -187,8 +188,8 @@ class Tracker:
         if self.offline:
             self._try_again(force=True)
         if self.offline:
-            self.log(f"tracking: the server {self.shown_uri} is still away; {len(self._spool)} records of run {self.run_id} "
-                     f"wait in {self._spool.file}: `lmforge tracking sync` sends them")
+            self.log(f"tracking: the server {self.shown_uri} is still away; {len(self._spool)} records of run "
+                     f"{self.run_id} wait in {self._spool.file}: `lmforge tracking sync` sends them")
 
     def _experiment_id(self) -> str:
         client = self.client
@@ -304,8 +305,8 @@ class Tracker:
 
     def log_params(self, params: dict) -> None:
         """Log ``params`` (nested dicts flattened to dotted keys; values stringified, a URI's user
-        and password removed, and cut to MLflow's 6000 characters) in batches. MLflow params are immutable: logging a key again
-        with a different value raises ``MlflowException``."""
+        and password removed, and cut to MLflow's 6000 characters) in batches. MLflow params are
+        immutable: logging a key again with a different value raises ``MlflowException``."""
         if self._run() is None:
             return
         batch = [[safe_key(k), redact(str(v))[:MAX_PARAM_LENGTH]] for k, v in _flatten(params).items()]
