@@ -25,6 +25,7 @@ from dagster import (
     MaterializeResult,
     MetadataValue,
     PipesSubprocessClient,
+    ResourceParam,
     asset,
     asset_check,
 )
@@ -155,7 +156,8 @@ def stage_asset(stage: Stage, graph: StageGraph, max_runtime_s: int) -> AssetsDe
         metadata={"outputs": ", ".join(stage.paths), "dvc_stage": stage.name,
                   "params": ", ".join([*stage.params, *(f"{stage.recipe}:{k}" for k in stage.recipe_params)])},
     )
-    def _materialize(context, params: ParamsResource, mlflow: MLflowResource, dvc: DvcResource, ray: RayResource,
+    def _materialize(context, params: ResourceParam[ParamsResource], mlflow: MLflowResource,
+                     dvc: ResourceParam[DvcResource], ray: ResourceParam[RayResource],
                      pipes_subprocess_client: PipesSubprocessClient) -> MaterializeResult:
         p = params.load()
         if stage.kind in EXECUTOR_KINDS:
@@ -201,7 +203,7 @@ def stage_check(stage: Stage, graph: StageGraph, spec: CheckSpec):
     """The asset check ``spec`` of ``stage``: the check of the stage's kind on the files it wrote."""
 
     @asset_check(asset=AssetKey(stage.name), name=spec.name, description=spec.description, blocking=spec.blocking)
-    def _check(params: ParamsResource) -> AssetCheckResult:
+    def _check(params: ResourceParam[ParamsResource]) -> AssetCheckResult:
         p = params.load()
         outcome = next(o for o in run_checks(stage, p, graph.root) if o.name == spec.name)
         severity = AssetCheckSeverity.WARN if outcome.severity == "warn" else AssetCheckSeverity.ERROR

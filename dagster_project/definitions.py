@@ -18,7 +18,7 @@ from lmforge.stages import StageGraph, build_stages
 from .assets import build_assets, gpus_per_training
 from .jobs import build_jobs, build_schedules
 from .overrides import run_overrides
-from .resources import DvcResource, MLflowResource, ParamsResource, RayResource, project_root
+from .resources import DvcResource, MLflowResource, ParamsResource, RayResource, fixed_resource, project_root
 from .sensors import new_raw_files_sensor
 
 
@@ -29,12 +29,13 @@ def build_definitions(root: str | os.PathLike | None = None, params_path: str | 
     graph: StageGraph = build_stages(params, root=root)
     assets, checks = build_assets(graph)
     jobs = build_jobs(graph, params)
+    # the params file, the DVC program and the Ray cluster are the project's: no run can change them
     resources = {
-        "params": ParamsResource(root=str(root), path=str(params_file)),
+        "params": fixed_resource(ParamsResource(root=str(root), path=str(params_file))),
         "mlflow": MLflowResource(),
-        "dvc": DvcResource(),
+        "dvc": fixed_resource(DvcResource()),
         "pipes_subprocess_client": PipesSubprocessClient(),
-        "ray": RayResource(address=os.environ.get("LMFORGE_RAY_ADDRESS", "")),
+        "ray": fixed_resource(RayResource(address=os.environ.get("LMFORGE_RAY_ADDRESS", ""))),
     }
     return Definitions(assets=assets, asset_checks=checks, jobs=jobs, schedules=build_schedules(jobs, params),
                        sensors=[new_raw_files_sensor(jobs[0], params, root)], resources=resources,

@@ -3,6 +3,12 @@
 Our own small MLflow resource (no ``dagster-mlflow``): the tracking URI the stages log to and
 links to runs in the MLflow UI. The DVC resource records a materialized stage in ``dvc.lock``
 (``dvc commit``), one process at a time.
+
+What names a file to read, a program to run or a cluster to send work to (the params file, the
+DVC executable, the Ray address) is fixed when the code location loads, from the project's own
+folder and environment: those resources take no run configuration (``fixed_resource``), so a
+launch from the UI's launchpad cannot point a run at another program, file or cluster; one
+that tries is refused by Dagster's config check before anything runs.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from dagster import ConfigurableResource, Failure
+from dagster import ConfigurableResource, Failure, Field, ResourceDefinition, Shape
 
 from lmforge.config import ConfigError, ExecutorConfig, Params, load_params
 from lmforge.artifacts import file_lock
@@ -27,12 +33,22 @@ def project_root() -> Path:
     return Path(os.environ.get("LMFORGE_PROJECT") or ".").resolve()
 
 
-class ParamsResource(ConfigurableResource):
+def fixed_resource(value: object, description: str | None = None) -> ResourceDefinition:
+    """``value`` as a resource that takes no run configuration: its config schema is an empty
+    mapping, so a launch giving ``resources: {key: {config: {...}}}`` fails Dagster's config check
+    (``DagsterInvalidConfigError``, naming the unexpected field) and the run does not start. An
+    asset takes it as ``ResourceParam[type(value)]``."""
+    return ResourceDefinition(resource_fn=lambda _: value, config_schema=Field(Shape({}), is_required=False),
+                              description=description or type(value).__doc__)
+
+
+class ParamsResource:
     """Reads and validates ``params.yaml`` with the run's ``--set`` items (``overrides``; a wrong
     key or type fails the run, naming the key)."""
 
-    root: str = ""
-    path: str = "params.yaml"
+    def __init__(self, root: str = "", path: str = "params.yaml") -> None:
+        self.root = root
+        self.path = path
 
     @property
     def project(self) -> Path:
@@ -74,14 +90,16 @@ class MLflowResource(ConfigurableResource):
         return f"{self.ui_url.rstrip('/')}/#/experiments/{experiment}/runs/{run_id}"
 
 
-class DvcResource(ConfigurableResource):
+class DvcResource:
     """Records a stage Dagster materialized in ``dvc.lock`` (``dvc commit -f <stage>``), so
     ``dvc status`` stays clean and ``dvc repro`` has nothing to redo. DVC takes one operation
     per workspace at a time: commits are serialised through a lock file shared by every process
-    of the project (a pool of one)."""
+    of the project (a pool of one). ``executable``: the ``dvc`` program (default: the one beside
+    this Python, else on ``PATH``)."""
 
-    enabled: bool = True
-    executable: str = ""
+    def __init__(self, enabled: bool = True, executable: str = "") -> None:
+        self.enabled = enabled
+        self.executable = executable
 
     def _dvc(self) -> str:
         if self.executable:
@@ -111,13 +129,15 @@ class DvcResource(ConfigurableResource):
         return True
 
 
-class RayResource(ConfigurableResource):
+class RayResource:
     """The Ray cluster the data stages (clean, tokenize) run on when ``executor.kind`` is ``ray``:
     ``address`` as ``ray.init`` takes it (``auto``, ``HOST:6379``, ``ray://HOST:10001``); empty:
-    ``executor.ray_address`` of params.yaml. Set it in the UI's launchpad or with
-    ``LMFORGE_RAY_ADDRESS``; the stage connects, runs its units as Ray tasks, and disconnects."""
+    ``executor.ray_address`` of params.yaml. Set it with ``LMFORGE_RAY_ADDRESS`` in the
+    environment of the code location (not from the launchpad); the stage connects, runs its
+    units as Ray tasks, and disconnects."""
 
-    address: str = ""
+    def __init__(self, address: str = "") -> None:
+        self.address = address
 
     def executor(self, params: Params) -> ExecutorConfig:
         cfg = params.executor

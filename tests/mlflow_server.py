@@ -1,6 +1,7 @@
 """A real ``mlflow server`` on 127.0.0.1 for the tests that need one: started and waited for until
 it answers ``/health``, stopped with its uvicorn worker, and startable again at the same address
-(the same port, backend store and artifact folder)."""
+(the same port, backend store and artifact folder). Extra arguments (``--app-name basic-auth``),
+an environment and a launcher (the image's entry point) may be given."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 
@@ -27,8 +29,12 @@ class MlflowServer:
     proxied to ``folder/artifacts`` (``--serve-artifacts`` is MLflow 3's default); its log is
     ``folder/mlflow-server.log``."""
 
-    def __init__(self, folder: Path, backend_store_uri: str | None = None):
+    def __init__(self, folder: Path, backend_store_uri: str | None = None, *, extra_args: Sequence[str] = (),
+                 env: Mapping[str, str] | None = None, launcher: Sequence[str] = ()):
         self.folder = folder
+        self.extra_args = list(extra_args)
+        self.env = dict(env) if env is not None else None
+        self.launcher = list(launcher)
         self.backend_store_uri = backend_store_uri or f"sqlite:///{folder / 'mlflow.db'}"
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -37,12 +43,12 @@ class MlflowServer:
 
     def start(self, timeout: float = 120) -> None:
         """Start it and wait until it answers (the first start creates the schema)."""
-        command = [str(Path(sys.executable).with_name("mlflow")), "server",
+        command = [*self.launcher, str(Path(sys.executable).with_name("mlflow")), "server",
                    "--backend-store-uri", self.backend_store_uri, "--artifacts-destination", str(self.folder / "artifacts"),
-                   "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1"]
+                   "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1", *self.extra_args]
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(command, cwd=self.folder, stdout=log, stderr=subprocess.STDOUT,
-                                         start_new_session=True)
+                                         start_new_session=True, env=self.env)
         deadline = time.monotonic() + timeout
         while True:
             assert self.proc.poll() is None, \

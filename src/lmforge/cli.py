@@ -15,6 +15,7 @@ from .config import ARCHITECTURE_NAMES, ConfigError, Params, load_params
 from .objectives.registry import OBJECTIVES, tokenizer_kind
 from .tokenizer_kinds import KINDS as TOKENIZER_KINDS
 from .errors import LmforgeError
+from .redact import redact
 
 # What a command reports as one line instead of a traceback: lmforge's own errors (bad
 # configuration, input, corpus, task, ...) and the operating system's (a file that is missing
@@ -28,13 +29,13 @@ USAGE, FAILED = 2, 1
 
 
 def _fail(message: str, code: int = USAGE) -> None:
-    click.echo(f"error: {message}", err=True)
+    click.echo(f"error: {redact(message)}", err=True)  # a URI's password is never shown
     sys.exit(code)
 
 
 def _log(message: str) -> None:
     if os.environ.get("LMFORGE_VERBOSITY") != "quiet":
-        click.echo(message, err=True)
+        click.echo(redact(message), err=True)
 
 
 def _params(params_path: str, overrides: list[str]) -> Params:
@@ -383,8 +384,9 @@ def tracking() -> None:
 @click.option("--params", "params_path", default="params.yaml", show_default=True, help="Parameters file.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a parameter.")
 def tracking_sync(params_path, overrides) -> None:
-    """Send what training runs kept in tracking.spool_dir while their server did not answer.
-    Exit status 1 when a server still does not answer (its runs stay kept).
+    """Send what training runs kept in tracking.spool_dir while their server did not answer, to
+    the configured tracking.uri only (runs kept for another server stay kept). Exit status 1 when
+    the server still does not answer or runs of another server wait.
 
     \b
     Example: lmforge tracking sync
@@ -393,7 +395,7 @@ def tracking_sync(params_path, overrides) -> None:
 
     params = _params(params_path, list(overrides))
     try:
-        sent, waiting = send_spooled(params.tracking.spool_dir, log=_log)
+        sent, waiting = send_spooled(params.tracking.spool_dir, params.tracking.uri, log=_log)
     except USER_ERRORS as exc:
         _fail(str(exc))
         return

@@ -2,9 +2,9 @@
 
 The lock is ``<output>.lock`` beside the output (an OS lock through ``filelock``: the operating
 system drops it when its process dies, so a lock left by a killed run is taken over by the next
-one), and ``<output>.lock.json`` says who holds it: pid, host, command and start time. A second
-writer of the same output either fails at once with one line naming the holder
-(``orchestrate.on_locked: fail``) or says whom it waits for and waits (``wait``).
+one), and ``<output>.lock.json`` says who holds it: pid, host, command (a URI's user and password
+removed) and start time. A second writer of the same output either fails at once with one line
+naming the holder (``orchestrate.on_locked: fail``) or says whom it waits for and waits (``wait``).
 
 Only rank 0 of a distributed launch takes the lock: the other ranks write nothing there.
 """
@@ -24,6 +24,7 @@ from filelock import FileLock, Timeout
 from .artifacts import atomic_write_json, read_json
 from .errors import LmforgeError
 from .ranks import is_rank_zero
+from .redact import redact
 
 __all__ = ["OutputLocked", "holder", "lock_file", "output_lock"]
 
@@ -100,7 +101,7 @@ def output_lock(output: str | os.PathLike, *, wait: bool = False, command: str |
             log(f"{output}: took over the lock left by pid {previous['pid']} (no longer running, "
                 f"started {previous.get('started')})")
         atomic_write_json(_holder_file(output), {
-            "pid": os.getpid(), "host": here, "command": command or " ".join(sys.argv),
+            "pid": os.getpid(), "host": here, "command": redact(command or " ".join(sys.argv)),  # no URI's password in the record
             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
         yield
     finally:

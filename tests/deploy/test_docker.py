@@ -31,6 +31,8 @@ SECRET_NAME = re.compile(r"pass(word|wd)?($|_)|secret|token|(^|_)key($|_)|creden
 INTERPOLATION = re.compile(r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?[-?+])(?P<arg>[^}]*))?\}")
 URL_CREDENTIALS = re.compile(r"://(?P<user>[^:/@\s]+):(?P<password>[^@\s]+)@")
 PLACEHOLDERS = {"", "change-me"}
+MLFLOW_AUTH_VARS = ("MLFLOW_AUTH_DATABASE_URI", "MLFLOW_AUTH_ADMIN_USERNAME", "MLFLOW_AUTH_ADMIN_PASSWORD",
+                    "MLFLOW_FLASK_SERVER_SECRET_KEY")
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -177,6 +179,12 @@ def compose_problems(compose: dict) -> list[str]:
             problems.append("mlflow: the server must listen on 0.0.0.0 inside its container (--host 0.0.0.0)")
         if "--artifacts-destination" not in command:
             problems.append("mlflow: no --artifacts-destination")
+        if "--app-name" not in command or command[command.index("--app-name") + 1] != "basic-auth":
+            problems.append("mlflow: no authentication (--app-name basic-auth)")
+        if missing := [v for v in MLFLOW_AUTH_VARS if not env.get(v)]:
+            problems.append(f"mlflow: the basic-auth app misses {missing}")
+    if "postgres" in services and "change-me" not in "\n".join(str(a) for a in services["postgres"].get("entrypoint") or []):
+        problems.append("postgres: the placeholder password of .env.example is not refused (entrypoint)")
     return problems
 
 
@@ -313,13 +321,18 @@ def test_compose_problems_are_caught():
     del bad["services"]["dagster-daemon"]["healthcheck"]
     bad["services"]["dagster-webserver"]["environment"]["DAGSTER_STORAGE"] = "sqlite"
     del bad["services"]["user-code"]["environment"]["DAGSTER_PG_HOST"]
+    bad["services"]["mlflow"]["command"].remove("--app-name")
+    bad["services"]["mlflow"]["command"].remove("basic-auth")
+    del bad["services"]["mlflow"]["environment"]["MLFLOW_AUTH_ADMIN_PASSWORD"]
+    del bad["services"]["postgres"]["entrypoint"]
     problems = compose_problems(bad)
     text = "\n".join(problems)
     for expected in ("dagster-webserver: port '3000:3000'", "mlflow: port '0.0.0.0:5000:5000'",
                      "POSTGRES_PASSWORD: is a literal", "has a literal default ('hunter2')",
                      "the password in a URL is a literal", "dagster-daemon: depends_on is a list",
                      "dagster-daemon: no healthcheck", "dagster-webserver: DAGSTER_STORAGE is not postgres",
-                     "user-code: missing ['DAGSTER_PG_HOST']"):
+                     "user-code: missing ['DAGSTER_PG_HOST']", "mlflow: no authentication",
+                     "misses ['MLFLOW_AUTH_ADMIN_PASSWORD']", "postgres: the placeholder password"):
         assert expected in text, f"{expected!r} not reported in:\n{text}"
 
     sqlite = copy.deepcopy(good)
@@ -525,6 +538,88 @@ def test_entrypoint_rejects_a_bad_override_and_leaves_params_alone(tmp_path):
     assert [p.name for p in project.iterdir() if p.name.startswith(".params")] == []
 
 
+# the variables each service of compose.yaml receives a credential in: the placeholder of
+# .env.example in any of them stops the service before its command runs
+PLACEHOLDER_CASES = {
+    "user-code": {"DAGSTER_PG_PASSWORD": "change-me"},
+    "user-code (MLflow account)": {"MLFLOW_TRACKING_PASSWORD": "change-me"},
+    "mlflow (admin)": {"MLFLOW_AUTH_ADMIN_PASSWORD": "change-me"},
+    "mlflow (form signing)": {"MLFLOW_FLASK_SERVER_SECRET_KEY": "change-me"},
+    "mlflow (store)": {"MLFLOW_BACKEND_STORE_URI": "postgresql+psycopg2://lmforge:change-me@postgres:5432/mlflow"},
+    "mlflow (accounts)": {"MLFLOW_AUTH_DATABASE_URI": "postgresql+psycopg2://lmforge:change-me@postgres:5432/mlflow"},
+}
+
+
+@pytest.mark.parametrize("case", sorted(PLACEHOLDER_CASES))
+def test_entrypoint_refuses_the_placeholder_password_for_every_service(tmp_path, case):
+    project, home = _project_copy(tmp_path), tmp_path / "home"
+    (variable, value), = PLACEHOLDER_CASES[case].items()
+    done = _entrypoint(project, home, **{variable: value})
+    assert done.returncode == 64 and "ran as" not in done.stdout, done
+    assert done.stderr.strip() == (f"entrypoint: {variable} holds the placeholder password of docker/.env.example; "
+                                   "set a real one in docker/.env")
+    assert not home.exists()  # stopped before doing anything
+
+
+def test_every_service_of_the_stack_meets_the_placeholder_check():
+    """The services on the project's image go through docker/entrypoint.sh (its Dockerfile's
+    ENTRYPOINT, not overridden); the postgres image through the guard of its own entrypoint."""
+    services = load_compose()["services"]
+    ours = [name for name, service in services.items() if str(service.get("image", "")).startswith("${LMFORGE")]
+    assert set(ours) == SERVICES - {"postgres"}
+    assert all("entrypoint" not in services[name] for name in ours)
+    for name in ("Dockerfile", "Dockerfile.cuda"):
+        entry = [a for _, k, a in dockerfile_instructions((DOCKER / name).read_text(encoding="utf-8")) if k == "ENTRYPOINT"]
+        assert entry and "entrypoint.sh" in entry[-1], (name, entry)
+    # every credential variable a service receives is one the entry point checks
+    checked = set(re.findall(r"[A-Z_]+", (DOCKER / "entrypoint.sh").read_text(encoding="utf-8").split("for var in", 1)[1]
+                             .split("; do", 1)[0]))
+    for name in ours:
+        for key, value in as_env(services[name].get("environment")).items():
+            if "PASSWORD" in key or "SECRET" in key or url_passwords(value):
+                assert key in checked, f"{name}: {key} is not checked by the entry point"
+
+
+def _postgres_guard(tmp_path: Path, password: str) -> subprocess.CompletedProcess:
+    """The postgres service's entrypoint as compose runs it, with a stand-in for the image's own
+    docker-entrypoint.sh (which prints its arguments)."""
+    service = load_compose()["services"]["postgres"]
+    argv = [str(a).replace("$$", "$") for a in [*service["entrypoint"], *service["command"]]]
+    fake = tmp_path / "bin" / "docker-entrypoint.sh"
+    fake.parent.mkdir(parents=True)
+    fake.write_text('#!/bin/sh\necho "image entrypoint: $*"\n', encoding="utf-8")
+    fake.chmod(0o755)
+    env = {"PATH": f"{fake.parent}{os.pathsep}/usr/bin:/bin", "POSTGRES_PASSWORD": password}
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_postgres_refuses_the_placeholder_password(tmp_path):
+    done = _postgres_guard(tmp_path, "change-me")
+    assert done.returncode == 64 and done.stdout == ""
+    assert done.stderr.strip() == ("postgres: POSTGRES_PASSWORD is the placeholder of docker/.env.example; "
+                                   "set it in docker/.env")
+    ok = _postgres_guard(tmp_path / "again", "a-real-password")
+    assert ok.returncode == 0 and ok.stdout.strip() == "image entrypoint: postgres", ok
+
+
+def test_entrypoint_writes_the_auth_apps_configuration_for_the_mlflow_service(tmp_path):
+    project, home = _project_copy(tmp_path), tmp_path / "home"
+    uri = "postgresql+psycopg2://lmforge:p%40ss@postgres:5432/mlflow"
+    base = {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+            "LMFORGE_PROJECT": str(project), "DAGSTER_HOME": str(home), "PYTHONPATH": str(ROOT / "src"),
+            "TMPDIR": str(tmp_path), "MLFLOW_AUTH_DATABASE_URI": uri, "MLFLOW_AUTH_ADMIN_USERNAME": "boss"}
+    done = subprocess.run(["sh", str(DOCKER / "entrypoint.sh"), "python", "-c",
+                           "import os; from mlflow.server.auth.config import read_auth_config as r; "
+                           "print(os.environ['MLFLOW_AUTH_CONFIG_PATH']); c = r(); print(c.database_uri, c.admin_username)"],
+                          env=base, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    path, read = done.stdout.splitlines()
+    assert Path(path).parent == tmp_path and Path(path).stat().st_mode & 0o077 == 0  # this user's alone
+    assert read == f"{uri} boss"  # what MLflow reads back ("%" kept)
+    none = _entrypoint(project, tmp_path / "home2")  # the other services get no such file
+    assert none.returncode == 0 and len(list(tmp_path.glob("mlflow-auth.*"))) == 1
+
+
 # ----------------------------------------------------------------------------- PostgreSQL init
 
 
@@ -587,8 +682,9 @@ def test_services_commands_and_healthchecks_work_without_docker(postgres, tmp_pa
     image does (DAGSTER_STORAGE=postgres, the throwaway server's own databases), passes its
     compose healthcheck: the code server loads the lmforge location, the webserver serves it
     from docker/workspace.yaml (pointed at the local code server), the daemon heartbeats into
-    PostgreSQL, and the MLflow server keeps its store there and answers the Host header the
-    other services send (mlflow:5000) but not an unknown one."""
+    PostgreSQL, and the MLflow server keeps its store and its accounts there, answers the Host
+    header the other services send (mlflow:5000) but not an unknown one, and only to its admin
+    account."""
     import http.client
     import json
     import signal
@@ -621,7 +717,10 @@ def test_services_commands_and_healthchecks_work_without_docker(postgres, tmp_pa
     dagster_env = {**env, "DAGSTER_STORAGE": "postgres", "DAGSTER_PG_HOST": postgres.host,
                    "DAGSTER_PG_PORT": str(postgres.port), "DAGSTER_PG_USER": postgres.user,
                    "DAGSTER_PG_PASSWORD": postgres.password, "DAGSTER_PG_DB": databases["dagster"]}
-    mlflow_env = {**env, "MLFLOW_BACKEND_STORE_URI": postgres.uri(databases["mlflow"])}
+    account = ("lmforge-admin", "test-only-admin-password")  # MLflow's basic auth: the compose file's admin account
+    mlflow_env = {**env, "MLFLOW_BACKEND_STORE_URI": postgres.uri(databases["mlflow"]), "TMPDIR": str(tmp_path),
+                  "MLFLOW_AUTH_DATABASE_URI": postgres.uri(databases["mlflow"]), "MLFLOW_AUTH_ADMIN_USERNAME": account[0],
+                  "MLFLOW_AUTH_ADMIN_PASSWORD": account[1], "MLFLOW_FLASK_SERVER_SECRET_KEY": "test-only-signing-key"}
     envs = {"user-code": dagster_env, "dagster-webserver": dagster_env, "dagster-daemon": dagster_env,
             "mlflow": mlflow_env}
 
@@ -635,11 +734,14 @@ def test_services_commands_and_healthchecks_work_without_docker(postgres, tmp_pa
             check = _localize([str(c) for c in services[name]["healthcheck"]["test"][1:]], ports, replace)
             _wait_healthy(check, envs[name], processes, name)
 
-        for host, status in (("mlflow:5000", 200), ("evil.example", 403)):
+        import base64
+
+        login = {"Authorization": "Basic " + base64.b64encode(":".join(account).encode()).decode()}
+        for host, auth, status in (("mlflow:5000", login, 200), ("mlflow:5000", {}, 401), ("evil.example", login, 403)):
             c = http.client.HTTPConnection("127.0.0.1", ports["5000"], timeout=30)
             c.request("POST", "/api/2.0/mlflow/experiments/search", body=json.dumps({"max_results": 1}),
-                      headers={"Host": host, "Content-Type": "application/json"})
-            assert c.getresponse().status == status, host
+                      headers={"Host": host, "Content-Type": "application/json", **auth})
+            assert c.getresponse().status == status, (host, auth)
         query = ('{"query": "{ workspaceOrError { ... on Workspace { locationEntries { name loadStatus '
                  'locationOrLoadError { __typename } } } } }"}')
         c = http.client.HTTPConnection("127.0.0.1", ports["3000"], timeout=60)
@@ -649,6 +751,7 @@ def test_services_commands_and_healthchecks_work_without_docker(postgres, tmp_pa
             ("lmforge", "LOADED", "RepositoryLocation")
         assert postgres.query(databases["dagster"], "SELECT count(*) FROM daemon_heartbeats")[0][0] > 0
         assert postgres.query(databases["mlflow"], "SELECT count(*) FROM experiments")[0][0] >= 1
+        assert postgres.query(databases["mlflow"], "SELECT username FROM users") == [(account[0],)]
     finally:
         for process in processes.values():
             if process.poll() is None:

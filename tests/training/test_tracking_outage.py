@@ -101,7 +101,7 @@ def test_pretraining_through_an_outage_finishes_and_all_its_metrics_reach_mlflow
     metrics = run_pretrain(params, "gpt", log=log)
     assert metrics["steps"] == 30
     assert restarted.wait(timeout=180)
-    send_spooled(spool, log=logs.append)
+    send_spooled(spool, server.url, log=logs.append)
     client = MlflowClient(server.url)
     run_id = metrics["mlflow_run_id"]
     assert sorted(m.step for m in client.get_metric_history(run_id, "train/loss")) == list(range(1, 31))

@@ -5,15 +5,20 @@ A task whose worker process dies (killed, out of memory, its node lost) is run a
 to ``executor.max_retries`` times; the units write their files atomically and mark them done
 last, so a rerun writes the same bytes. A unit that raises (bad input) is not retried: the
 phase stops with that unit's own error, as on the local executor.
+
+A Ray instance started here (no ``executor.ray_address``) serves this machine only: every one of
+its servers (GCS, raylet, object manager, agents, workers) listens on the loopback address, and
+no dashboard is started (``local_ray_options``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..config import ExecutorConfig
@@ -46,6 +51,40 @@ def ray_unit(threads: int, fn: Callable[..., Any], *args: Any) -> tuple[Any, str
     return result, f"node {ray.get_runtime_context().get_node_id()[:8]}", worker, seconds
 
 
+LOOPBACK = "127.0.0.1"
+# Ray's switch for a single-machine instance (its default on macOS and Windows): the node's
+# address is the loopback one and Ray's servers bind to it rather than to every interface
+SINGLE_MACHINE_VARIABLE = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+
+def local_ray_options(cpus: int) -> dict[str, Any]:
+    """``ray.init`` options of the Ray instance a stage starts for itself: a new one (``local``: not
+    a cluster ``RAY_ADDRESS`` may name), on the loopback address, no dashboard, ``cpus`` CPUs."""
+    return {"address": "local", "num_cpus": cpus, "_node_ip_address": LOOPBACK, "include_dashboard": False,
+            "dashboard_host": LOOPBACK}
+
+
+@contextlib.contextmanager
+def loopback_only(ray) -> Iterator[None]:
+    """While a local instance starts: Ray's single-machine mode, read by this process (the
+    constant Ray took from the environment when imported) and by the servers it starts (the
+    environment they inherit). Both are put back afterwards, so a later connection to a cluster
+    from this process is left as Ray would make it."""
+    from ray._private import ray_constants
+
+    saved_env, saved_flag = os.environ.get(SINGLE_MACHINE_VARIABLE), ray_constants.ENABLE_RAY_CLUSTER
+    os.environ[SINGLE_MACHINE_VARIABLE] = "0"
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = saved_flag
+        if saved_env is None:
+            os.environ.pop(SINGLE_MACHINE_VARIABLE, None)
+        else:
+            os.environ[SINGLE_MACHINE_VARIABLE] = saved_env
+
+
 def check_reachable(address: str | None, timeout: float = 5.0) -> None:
     """Fail at once, naming the address, where nothing listens at ``HOST:PORT`` (Ray itself would
     retry for minutes). ``None``, ``auto`` and ``ray://`` addresses are left to Ray."""
@@ -76,10 +115,12 @@ class RayExecutor:
             options: dict[str, Any] = {"address": cfg.ray_address, "include_dashboard": False,
                                        "log_to_driver": False, "configure_logging": False}
             check_reachable(cfg.ray_address)
-            if cfg.ray_address is None:
-                options["num_cpus"] = local_cpus if local_cpus > 0 else (os.cpu_count() or 1)
+            local = cfg.ray_address is None
+            if local:  # a Ray instance of this stage, for this machine only
+                options.update(local_ray_options(local_cpus if local_cpus > 0 else (os.cpu_count() or 1)))
             try:
-                ray.init(**options)
+                with loopback_only(ray) if local else contextlib.nullcontext():
+                    ray.init(**options)
             except (ConnectionError, RuntimeError, ValueError) as exc:
                 where = cfg.ray_address or "a new local instance"
                 raise RayUnavailable(f"executor.ray_address: cannot connect to Ray at {where}: "

@@ -5,6 +5,10 @@ One JSON-lines file per run, ``<tracking.spool_dir>/<run id>.jsonl``: each line 
 run's end), with copies of the files it names in ``<run id>/``. ``Tracker`` appends to it while
 the server does not answer and sends it when the server answers again; whatever is left when
 the run ends is sent by ``lmforge tracking sync`` (``tracker.send_spooled``).
+
+A spool line names its server without the URI's user and password (the sender takes them from
+the configuration), and a spool is sent only after ``verify``: every file it would upload lies
+under its own folder, so an edited spool cannot upload other files.
 """
 
 from __future__ import annotations
@@ -15,7 +19,16 @@ import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-__all__ = ["Spool", "pending"]
+from ..errors import LmforgeError
+from ..redact import redact_uri
+
+__all__ = ["Spool", "SpoolError", "pending"]
+
+FILE_KEYS = ("path", "model_dir")  # the record keys naming a file or folder to upload
+
+
+class SpoolError(LmforgeError):
+    """A spool that is not what ``Tracker`` writes (a file outside its folder, another run)."""
 
 
 class Spool:
@@ -23,7 +36,7 @@ class Spool:
 
     def __init__(self, folder: str | os.PathLike, uri: str, run_id: str, experiment_id: str | None = None):
         self.folder = Path(folder)
-        self.uri = uri
+        self.uri = redact_uri(uri)
         self.run_id = run_id
         self.experiment_id = experiment_id
         self.file = self.folder / f"{run_id}.jsonl"
@@ -52,6 +65,29 @@ class Spool:
         else:
             shutil.copy2(path, target)
         return str(target)
+
+    def verify(self) -> None:
+        """``SpoolError`` naming the line unless every record is of this run and every file or
+        folder it names lies in ``<spool>/<run id>/`` (no link leading out of it either)."""
+        base = self.files.resolve()
+
+        def inside(path: Path) -> bool:
+            return not path.is_symlink() and path.resolve().is_relative_to(base)
+
+        for n, record in enumerate(self.records(), 1):
+            if record.get("run_id") != self.run_id:
+                raise SpoolError(f"{self.file}:{n}: a record of run {record.get('run_id')!r} in the spool of run "
+                                 f"{self.run_id}; not sent")
+            for key in FILE_KEYS:
+                if record.get(key) is None:
+                    continue
+                path = Path(str(record[key]))
+                bad = not inside(path)  # (a relative path is opened from here, as the spool folder is)
+                if not bad and path.is_dir():
+                    bad = any(not inside(p) for p in path.rglob("*"))
+                if bad:
+                    raise SpoolError(f"{self.file}:{n}: names {path}, which is not a copy the run kept in {self.files}; "
+                                     "the spool is not sent")
 
     def records(self) -> list[dict]:
         """The records in order; a last line cut short by a crash is left out."""
@@ -97,4 +133,4 @@ def pending(folder: str | os.PathLike) -> Iterator[Spool]:
         records = Spool(folder, "", file.stem).records()
         if records:
             first = records[0]
-            yield Spool(folder, first["uri"], first["run_id"], first.get("experiment_id"))
+            yield Spool(folder, str(first.get("uri") or ""), file.stem, first.get("experiment_id"))

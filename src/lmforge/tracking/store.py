@@ -18,6 +18,7 @@ from mlflow import MlflowClient
 
 from ..artifacts import file_lock
 from ..errors import ConfigError, LmforgeError
+from ..redact import redact, redact_uri
 
 __all__ = ["TrackingUnavailable", "artifact_location", "check_reachable", "default_tracking_uri",
            "ensure_tracking_store", "global_tracking_uri", "quiet_mlflow", "resolve_tracking_uri"]
@@ -50,13 +51,13 @@ def resolve_tracking_uri(uri: str | None, root: str | Path = ".") -> str:
         return uri
     if _PASS_THROUGH.match(uri) or "://" in uri:
         if uri.startswith("file:"):
-            raise ConfigError(f"tracking URI {uri!r}: MLflow 3 no longer supports the file store; "
+            raise ConfigError(f"tracking URI {redact(uri)!r}: MLflow 3 no longer supports the file store; "
                               f"use a sqlite:/// URI (the default is {default_tracking_uri(root)!r})")
         return uri
     if uri.endswith(".db"):
         path = Path(uri).expanduser()
         return f"sqlite:///{(path if path.is_absolute() else Path(root).expanduser().resolve() / path).as_posix()}"
-    raise ConfigError(f"tracking URI {uri!r}: expected sqlite:///..., http(s)://..., postgresql://..., "
+    raise ConfigError(f"tracking URI {redact(uri)!r}: expected sqlite:///..., http(s)://..., postgresql://..., "
                       f"databricks or a path ending in .db (MLflow 3 no longer supports the file store)")
 
 
@@ -77,21 +78,30 @@ class TrackingUnavailable(LmforgeError):
 def check_reachable(uri: str, timeout: float) -> None:
     """An http(s) tracking server must answer its ``/health`` page within ``timeout`` seconds,
     else ``TrackingUnavailable`` naming the URI (before a stage does any work, instead of MLflow's
-    minutes of retries). Other stores (sqlite, databases) are not checked here."""
+    minutes of retries). Other stores (sqlite, databases) are not checked here. A user and
+    password in the URI are sent as HTTP basic auth, and never shown."""
     if not uri.startswith(("http://", "https://")):
         return
+    import base64
     import urllib.error
+    import urllib.parse
     import urllib.request
 
+    shown = redact_uri(uri)
+    parts = urllib.parse.urlsplit(uri)
+    request = urllib.request.Request(f"{shown.rstrip('/')}/health")
+    if parts.username is not None or parts.password is not None:  # urllib itself takes no user in a URL
+        pair = f"{urllib.parse.unquote(parts.username or '')}:{urllib.parse.unquote(parts.password or '')}"
+        request.add_header("Authorization", "Basic " + base64.b64encode(pair.encode()).decode("ascii"))
     try:
-        with urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=timeout) as response:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
             response.read(64)
     except urllib.error.HTTPError as exc:  # it answers: a proxy or an older server without /health
         if exc.code >= 500:
-            raise TrackingUnavailable(f"tracking server {uri} answers {exc.code} {exc.reason}") from None
+            raise TrackingUnavailable(f"tracking server {shown} answers {exc.code} {exc.reason}") from None
     except (OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", None) or exc
-        raise TrackingUnavailable(f"tracking server {uri} does not answer within {timeout:g} s ({reason}); start it, "
+        reason = redact(str(getattr(exc, "reason", None) or exc))
+        raise TrackingUnavailable(f"tracking server {shown} does not answer within {timeout:g} s ({reason}); start it, "
                                   f"or set tracking.uri (or tracking.enabled=false)") from None
 
 

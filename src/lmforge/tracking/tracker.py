@@ -24,6 +24,7 @@ from mlflow.exceptions import MlflowException
 from ..config import TrackingConfig
 from ..models.folder import read_meta
 from ..ranks import is_rank_zero
+from ..redact import redact, redact_data, redact_log_records, redact_uri
 from .keys import MAX_PARAM_LENGTH, MAX_TAG_LENGTH, safe_key
 from .pyfunc import LmforgePyfunc, pip_requirements, text_signature
 from .registry import register_candidate
@@ -93,11 +94,18 @@ class Tracker:
                  system_metrics_seconds: float | None = None) -> None:
         self.enabled = bool(enabled) and is_rank_zero()
         self.uri: str | None = resolve_tracking_uri(uri) if self.enabled else None
+        # what is shown and kept (logs, spool lines, links): the URI without its user and password
+        self.shown_uri: str | None = redact_uri(self.uri)
+        if self.shown_uri != self.uri:  # MLflow's own warnings name the URL they called ...
+            redact_log_records()
+            # ... and it prints a finished run's link, from the URI it was given, on stdout
+            os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
         self.experiment = experiment
         self.run_name = run_name
         self.run_id: str | None = None
         self.experiment_id: str | None = None
-        self._initial_tags = {safe_key(k): str(v)[:MAX_TAG_LENGTH] for k, v in (tags or {}).items() if v is not None}
+        self._initial_tags = {safe_key(k): redact(str(v))[:MAX_TAG_LENGTH]
+                              for k, v in (tags or {}).items() if v is not None}
         self._client: MlflowClient | None = None
         self.spool_dir = Path(spool_dir if spool_dir is not None else TrackingConfig.model_fields["spool_dir"].default)
         self.retry_seconds = retry_seconds
@@ -144,7 +152,7 @@ class Tracker:
         """The run's page in the MLflow UI when the URI is an http(s) server, else None."""
         if not self.active or not self.uri.startswith(("http://", "https://")):
             return None
-        return f"{self.uri.rstrip('/')}/#/experiments/{self.experiment_id}/runs/{self.run_id}"
+        return f"{self.shown_uri.rstrip('/')}/#/experiments/{self.experiment_id}/runs/{self.run_id}"
 
     def start(self) -> "Tracker":
         if not self.enabled or self.run_id is not None:
@@ -180,8 +188,8 @@ class Tracker:
         if self.offline:
             self._try_again(force=True)
         if self.offline:
-            self.log(f"tracking: the server {self.uri} is still away; {len(self._spool)} records of run {self.run_id} "
-                     f"wait in {self._spool.file}: `lmforge tracking sync` sends them")
+            self.log(f"tracking: the server {self.shown_uri} is still away; {len(self._spool)} records of run "
+                     f"{self.run_id} wait in {self._spool.file}: `lmforge tracking sync` sends them")
 
     def _experiment_id(self) -> str:
         client = self.client
@@ -235,8 +243,8 @@ class Tracker:
                 raise
         self._offline_since = time.time()
         self._next_try = time.time() + self.retry_seconds
-        self._spool = self._spool or Spool(self.spool_dir, self.uri, self.run_id, self.experiment_id)
-        self.log(f"tracking: the server {self.uri} does not answer; run {self.run_id} goes on and keeps its "
+        self._spool = self._spool or Spool(self.spool_dir, self.shown_uri, self.run_id, self.experiment_id)
+        self.log(f"tracking: the server {self.shown_uri} does not answer; run {self.run_id} goes on and keeps its "
                  f"records in {self._spool.file} until it is back")
         self._keep(record)
         return None
@@ -266,7 +274,7 @@ class Tracker:
             n = self._spool.send(self.apply)
         except Exception:  # it went away again while sending: the rest stays spooled
             return False
-        self.log(f"tracking: the server {self.uri} is back after {time.time() - self._offline_since:.0f} s; "
+        self.log(f"tracking: the server {self.shown_uri} is back after {time.time() - self._offline_since:.0f} s; "
                  f"sent the {n} records kept meanwhile")
         self._offline_since = None
         return True
@@ -296,12 +304,12 @@ class Tracker:
     # -- logging
 
     def log_params(self, params: dict) -> None:
-        """Log ``params`` (nested dicts flattened to dotted keys; values stringified and cut to
-        MLflow's 6000 characters) in batches. MLflow params are immutable: logging a key again
-        with a different value raises ``MlflowException``."""
+        """Log ``params`` (nested dicts flattened to dotted keys; values stringified, a URI's user
+        and password removed, and cut to MLflow's 6000 characters) in batches. MLflow params are
+        immutable: logging a key again with a different value raises ``MlflowException``."""
         if self._run() is None:
             return
-        batch = [[safe_key(k), str(v)[:MAX_PARAM_LENGTH]] for k, v in _flatten(params).items()]
+        batch = [[safe_key(k), redact(str(v))[:MAX_PARAM_LENGTH]] for k, v in _flatten(params).items()]
         if batch:
             self._send({"op": "batch", "params": batch})
 
@@ -333,16 +341,18 @@ class Tracker:
             raise FileNotFoundError(f"no file or directory {path}")
 
     def log_dict(self, data: dict, name: str) -> None:
-        """Write ``data`` as the artifact ``name`` (JSON, or YAML for a .yaml/.yml name)."""
+        """Write ``data`` as the artifact ``name`` (JSON, or YAML for a .yaml/.yml name), a URI's
+        user and password removed from its strings."""
         if self._run() is None:
             return
-        self._send({"op": "dict", "data": data, "name": name})
+        self._send({"op": "dict", "data": redact_data(data), "name": name})
 
     def set_tags(self, tags: dict) -> None:
-        """Set run tags (values stringified, cut to MLflow's 8000 characters; None skipped)."""
+        """Set run tags (values stringified, a URI's user and password removed, cut to MLflow's
+        8000 characters; None skipped)."""
         if self._run() is None:
             return
-        batch = [[safe_key(k), str(v)[:MAX_TAG_LENGTH]] for k, v in tags.items() if v is not None]
+        batch = [[safe_key(k), redact(str(v))[:MAX_TAG_LENGTH]] for k, v in tags.items() if v is not None]
         if batch:
             self._send({"op": "batch", "tags": batch})
 
@@ -384,18 +394,37 @@ class Tracker:
         return register_candidate(self.uri, registered_name, logged.model_id, run_id)
 
 
-def send_spooled(folder: str | Path, log: Callable[[str], None] = print) -> tuple[int, int]:
-    """Send every spool in ``folder`` to its server (``lmforge tracking sync``): (runs sent, runs
-    still waiting). A server that still does not answer leaves its runs' spools where they are."""
+def send_spooled(folder: str | Path, uri: str | None, log: Callable[[str], None] = print) -> tuple[int, int]:
+    """Send the spools in ``folder`` kept for the tracking server ``uri`` (the configured one:
+    ``lmforge tracking sync``): (runs sent, runs still waiting). Nothing else is sent anywhere: a
+    spool kept for another server stays where it is (and waits), and every spool is verified
+    first (``Spool.verify``: it uploads only the copies in its own folder), else ``SpoolError``
+    before anything is sent. A server that does not answer leaves the spools where they are."""
+    target = resolve_tracking_uri(uri)
+    shown = redact_uri(target)
+    spools = list(pending(folder))
+    for spool in spools:
+        spool.verify()
     sent = waiting = 0
-    for spool in pending(folder):
-        try:
-            check_reachable(spool.uri, 5.0)
-        except TrackingUnavailable as exc:
-            log(f"run {spool.run_id}: {len(spool)} records wait ({exc})")
+    unreachable: TrackingUnavailable | None = None
+    checked = False
+    for spool in spools:
+        if spool.uri.rstrip("/") != shown.rstrip("/"):
+            log(f"run {spool.run_id}: {len(spool)} records kept for {spool.uri}, not for the configured tracking "
+                f"server {shown}; left in {spool.file}")
             waiting += 1
             continue
-        n = spool.send(Tracker.resume(spool.uri, spool.run_id, spool.experiment_id).apply)
-        log(f"run {spool.run_id}: sent {n} records to {spool.uri}")
+        if not checked:
+            checked = True
+            try:
+                check_reachable(target, 5.0)
+            except TrackingUnavailable as exc:
+                unreachable = exc
+        if unreachable is not None:
+            log(f"run {spool.run_id}: {len(spool)} records wait ({unreachable})")
+            waiting += 1
+            continue
+        n = spool.send(Tracker.resume(target, spool.run_id, spool.experiment_id).apply)
+        log(f"run {spool.run_id}: sent {n} records to {shown}")
         sent += 1
     return sent, waiting
