@@ -18,7 +18,8 @@ DEFAULT_MAX_DOCUMENT_BYTES = 4 << 20  # ``clean.max_document_bytes``'s default; 
 def is_cut(line: AnyStr, limit: int) -> bool:
     """Whether ``line``, read by ``readline(limit + 1)``, is the start of a line longer than
     ``limit`` (bytes in a binary file, characters in a text one): it filled the read and has no
-    line end. A line of exactly ``limit`` plus its line end is whole."""
+    line end. A line of exactly ``limit`` plus its ``\\n`` is whole (a binary file's ``\\r`` counts
+    as one of its bytes)."""
     return len(line) > limit and line[-1:] not in ("\n", b"\n", "\r")
 
 
