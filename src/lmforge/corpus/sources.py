@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 from urllib.parse import parse_qs
 
-from ..bounded import DEFAULT_MAX_DOCUMENT_BYTES, is_cut, rest_of_file, rest_of_line, skip
+from ..bounded import DEFAULT_MAX_DOCUMENT_BYTES, rest_of_file, rest_of_line, skip
 from .document import CorpusError, Document
 from .stdlib import site_package_roots, stdlib_documents
 
@@ -170,13 +170,13 @@ def read_jsonl(location: str, path: str, rel: str, limit: int = DEFAULT_MAX_DOCU
 
     def gen() -> Iterator[Document | TooLong]:
         with _open_binary(location) as fh:
-            readline = fh.readline
+            readline, cap = fh.readline, limit + 1
             lineno = 0
-            while raw := readline(limit + 1):
+            while raw := readline(cap):
                 lineno += 1
                 if lineno == 1:
                     _check_not_binary(raw, path)
-                if is_cut(raw, limit):
+                if len(raw) > limit and raw[-1] != 10:  # is_cut(raw, limit), inline: it runs on every line
                     yield TooLong(f"{path}:{lineno}", len(raw) + rest_of_line(fh))
                     continue
                 line = _decode(raw, path, f":{lineno}").strip()
