@@ -192,7 +192,8 @@ def ingest(cfg: CleanConfig, wd: Path, ex: Executor, workers: int, log: Callable
         for label, count in read["documents_per_input"]:
             report.documents[label] = report.documents.get(label, 0) + count
         report.skipped += read["skipped_inputs"]
-        report.merge_too_long(read["too_long"])
+        if "too_long" in read:  # not in a piece left by an earlier version
+            report.merge_too_long(read["too_long"])
         counts.append(read["documents"])
         n_bytes += read["bytes"]
         lengths.add_counts(read["lengths"])
