@@ -13,6 +13,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, ValidationError, field_validator
 
+from .bounded import DEFAULT_MAX_DOCUMENT_BYTES
 from .errors import ConfigError
 from .models.registry import ARCHITECTURES
 from .objectives.registry import OBJECTIVES
@@ -120,6 +121,13 @@ class CleanConfig(_Strict):
     workers: int = Field(0, ge=0, description="processes; 0 means one per core")
     max_documents: int | None = Field(None, ge=1, description="cap on documents read from each input")
     on_bad_input: Literal["fail", "skip"] = Field("fail", description="a bad file: stop, or skip it and count it")
+    max_document_bytes: int = Field(
+        DEFAULT_MAX_DOCUMENT_BYTES, ge=1,
+        description="a document (a JSONL line, a WET record's payload, a Parquet row's cells, a .txt file) over this many "
+                    "bytes is never held whole: it is consumed in chunks and handled as on_too_long says")
+    on_too_long: Literal["drop", "bad_input"] = Field(
+        "drop", description="drop: count it in stats.json (dropped.too_long_input) and go on; "
+                            "bad_input: it is bad input, which on_bad_input fails or skips")
     include_site_packages: bool | list[str] = Field(
         False, description="stdlib corpus: also installed packages' docstrings: true (all), or a list of top-level packages")
     dropped_samples: int = Field(20, ge=0, description="dropped documents kept per reason for inspection")

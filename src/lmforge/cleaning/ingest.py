@@ -40,9 +40,11 @@ _BATCH = 1024  # documents per row group of a piece
 # ----------------------------------------------------------------------------- the units
 
 
-def _read_inputs(work: str, group: int, inputs: list[dict[str, Any]], on_bad_input: str, max_documents: int | None) -> bool:
+def _read_inputs(work: str, group: int, inputs: list[dict[str, Any]], on_bad_input: str, max_documents: int | None,
+                 max_document_bytes: int, on_too_long: str) -> bool:
     """Read a group of inputs into ``ingest/pieces/piece-<group>.parquet``, with what was read
-    (documents per input, skipped inputs, bytes, lengths) beside it. False when already done."""
+    (documents per input, skipped inputs, documents too long, bytes, lengths) beside it. False
+    when already done."""
     folder = Path(work) / "ingest" / "pieces"
     out = folder / f"piece-{group:05d}.parquet"
     marker = out.with_suffix(".done")
@@ -68,7 +70,8 @@ def _read_inputs(work: str, group: int, inputs: list[dict[str, Any]], on_bad_inp
                 batch.clear()
 
             for spec in inputs:
-                for doc in read_counted(Input(**spec), on_bad_input, report, max_documents):
+                for doc in read_counted(Input(**spec), on_bad_input, report, max_documents, max_document_bytes, on_too_long,
+                                        too_long=lengths.add):  # the lengths of all documents read, dropped ones too
                     batch.append(doc)
                     if len(batch) == _BATCH:
                         flush()
@@ -79,7 +82,8 @@ def _read_inputs(work: str, group: int, inputs: list[dict[str, Any]], on_bad_inp
         tmp.unlink(missing_ok=True)
     read = out.with_suffix(".json")
     atomic_write_json(read, {"documents": n_docs, "bytes": n_bytes, "lengths": lengths.to_list(),
-                             "documents_per_input": list(report.documents.items()), "skipped_inputs": report.skipped})
+                             "documents_per_input": list(report.documents.items()), "skipped_inputs": report.skipped,
+                             "too_long": report.too_long})
     mark_done([out, read], marker)
     return True
 
@@ -171,7 +175,8 @@ def ingest(cfg: CleanConfig, wd: Path, ex: Executor, workers: int, log: Callable
         atomic_write_json(plan_path, {"entries": plan})
     work = str(wd.resolve())
     groups = [e["group"] for e in plan if "group" in e]
-    run_phase(ex, _read_inputs, [(work, g, inputs, cfg.on_bad_input, cfg.max_documents) for g, inputs in enumerate(groups)], "clean", log)
+    run_phase(ex, _read_inputs, [(work, g, inputs, cfg.on_bad_input, cfg.max_documents, cfg.max_document_bytes, cfg.on_too_long)
+                                 for g, inputs in enumerate(groups)], "clean", log)
 
     report = InputReport()
     lengths = LengthHistogram()
@@ -187,12 +192,17 @@ def ingest(cfg: CleanConfig, wd: Path, ex: Executor, workers: int, log: Callable
         for label, count in read["documents_per_input"]:
             report.documents[label] = report.documents.get(label, 0) + count
         report.skipped += read["skipped_inputs"]
+        if "too_long" in read:  # not in a piece left by an earlier version
+            report.merge_too_long(read["too_long"])
         counts.append(read["documents"])
         n_bytes += read["bytes"]
         lengths.add_counts(read["lengths"])
     n_docs = sum(counts)
     if n_docs == 0:
         detail = f"; skipped inputs: {report.skipped}" if report.skipped else ""
+        if report.too_long["documents"]:
+            detail += (f"; {report.too_long['documents']} over clean.max_document_bytes ({cfg.max_document_bytes}), "
+                       f"the first at {report.too_long['first'][0]['where']}")
         raise CorpusError(f"empty corpus: the inputs {cfg.inputs} yielded no documents{detail}")
 
     n_shards = math.ceil(n_docs / cfg.shard_size)
@@ -212,5 +222,7 @@ def ingest(cfg: CleanConfig, wd: Path, ex: Executor, workers: int, log: Callable
                 "length_histogram": lengths.to_list()}
     atomic_write_json(manifest_path, manifest)
     shutil.rmtree(folder / "pieces", ignore_errors=True)  # the shards hold every document now
-    log(f"ingest: {n_docs} documents, {n_bytes / 1e6:.1f} MB in {n_shards} shards")
+    over = report.too_long["documents"]
+    dropped = f" ({over} over clean.max_document_bytes dropped)" if over else ""
+    log(f"ingest: {n_docs} documents, {n_bytes / 1e6:.1f} MB in {n_shards} shards{dropped}")
     return manifest

@@ -23,7 +23,7 @@ from .. import __version__
 from ..artifacts import atomic_write_bytes, atomic_write_json, fingerprint, finished, sha256_file, staged_dir
 from ..config import CleanConfig, ExecutorConfig
 from ..corpus.document import SCHEMA, CorpusError, Document
-from ..corpus.sources import is_uri, resolve_inputs
+from ..corpus.sources import TOO_LONG, is_uri, resolve_inputs
 from ..corpus.stdlib import CORPUS_VERSION
 from ..executors import open_executor
 from ..executors.base import execution_report, run_phase
@@ -274,14 +274,20 @@ def _final_stats(cfg, wd: Path, output: Path, manifest, n_shards: int, source: s
         bytes_out += kept["bytes"]
         lengths_out.add_counts(kept["lengths"])
         shards[name] = json.loads((wd / "final" / f"{shard_name(s)}.done").read_text(encoding="utf-8"))["outputs"][name]
+    # documents over clean.max_document_bytes, dropped while reading (their bytes: as read)
+    too_long = manifest["inputs"].get("too_long") or {"documents": 0, "bytes": 0}
+    dropped = {r: {"documents": merged.dropped[r], "bytes": merged.dropped_bytes[r]} for r in merged.dropped}
+    if too_long["documents"]:
+        dropped[TOO_LONG] = {"documents": too_long["documents"], "bytes": too_long["bytes"]}
+    docs_in, bytes_in = manifest["documents"] + too_long["documents"], manifest["bytes"] + too_long["bytes"]
     stats = {
-        "documents_in": manifest["documents"],
-        "bytes_in": manifest["bytes"],
+        "documents_in": docs_in,
+        "bytes_in": bytes_in,
         "documents_out": docs_out,
         "bytes_out": bytes_out,
-        "documents_kept_fraction": round(docs_out / manifest["documents"], 6),
-        "bytes_kept_fraction": round(bytes_out / max(1, manifest["bytes"]), 6),
-        "dropped": {r: {"documents": merged.dropped[r], "bytes": merged.dropped_bytes[r]} for r in sorted(merged.dropped)},
+        "documents_kept_fraction": round(docs_out / docs_in, 6),
+        "bytes_kept_fraction": round(bytes_out / max(1, bytes_in), 6),
+        "dropped": dict(sorted(dropped.items())),
         "lines_removed": dict(sorted(merged.lines.items())),
         # documents by length in bytes: bin i from lower_bounds[i] to the next bound, the last open
         "length_histogram": {"lower_bounds": list(LENGTH_BOUNDS), "documents_in": manifest.get("length_histogram"),

@@ -3,6 +3,14 @@
 Every input spec resolves to a reader that yields :class:`Document` objects in a stable
 order. Bad input raises :class:`CorpusError` naming the file (and line or record); the
 caller decides, by ``on_bad_input``, whether that stops the run or is counted and skipped.
+
+Reading is bounded by ``max_document_bytes`` (``clean.max_document_bytes``) while it happens: a
+line is read ``limit + 1`` bytes at most, and an over-long one consumed in chunks without being
+held; a WARC record's Content-Length is checked before its payload is read; a Parquet batch's
+cells are measured before they become Python strings. A reader yields a :class:`TooLong` in
+place of such a document, and ``read_counted`` drops and counts it, or calls it bad input
+(``on_too_long``). A JSON line Python's parser cannot hold (a number of more digits than
+``int`` converts, nesting deeper than the recursion limit) is bad input naming its line.
 """
 
 from __future__ import annotations
@@ -10,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import json
+import re
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -17,6 +26,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 from urllib.parse import parse_qs
 
+from ..bounded import DEFAULT_MAX_DOCUMENT_BYTES, rest_of_file, rest_of_line, skip
 from .document import CorpusError, Document
 from .stdlib import site_package_roots, stdlib_documents
 
@@ -26,6 +36,19 @@ PARQUET_SUFFIXES = (".parquet",)
 WET_SUFFIXES = (".warc.wet.gz", ".wet.gz", ".warc.wet")
 SUPPORTED_SUFFIXES = TEXT_SUFFIXES + JSONL_SUFFIXES + PARQUET_SUFFIXES + WET_SUFFIXES
 _SNIFF = 8192
+_MAX_WARC_HEADER = 1 << 20  # bytes of one WARC record's header block, at most
+_CONTENT_LENGTH = re.compile(r"[0-9]{1,19}")  # digits only: no sign, no "_", no spaces inside
+TOO_LONG = "too_long_input"  # the drop reason of a document over max_document_bytes
+_TOO_LONG_LISTED = 20  # where the first over-long documents were, kept in the report
+
+
+@dataclass(frozen=True, slots=True)
+class TooLong:
+    """In place of a document over the limit: where it was (``path:line``, a record, a row) and
+    its size in bytes as read (the line's, the record's payload, the row's cells)."""
+
+    where: str
+    size: int
 
 
 @dataclass
@@ -34,9 +57,23 @@ class InputReport:
 
     documents: dict[str, int] = field(default_factory=dict)
     skipped: list[dict[str, Any]] = field(default_factory=list)
+    # documents over max_document_bytes, dropped: how many, their bytes and where the first were
+    too_long: dict[str, Any] = field(default_factory=lambda: {"documents": 0, "bytes": 0, "first": []})
+
+    def add_too_long(self, label: str, item: TooLong) -> None:
+        self.too_long["documents"] += 1
+        self.too_long["bytes"] += item.size
+        if len(self.too_long["first"]) < _TOO_LONG_LISTED:
+            self.too_long["first"].append({"input": label, "where": item.where, "bytes": item.size})
+
+    def merge_too_long(self, other: dict[str, Any]) -> None:
+        self.too_long["documents"] += other["documents"]
+        self.too_long["bytes"] += other["bytes"]
+        self.too_long["first"] = (self.too_long["first"] + other["first"])[:_TOO_LONG_LISTED]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"documents_per_input": dict(self.documents), "skipped_inputs": list(self.skipped)}
+        return {"documents_per_input": dict(self.documents), "skipped_inputs": list(self.skipped),
+                "too_long": dict(self.too_long)}
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -114,23 +151,34 @@ def _gzip_guard(path: str, fn: Callable[[], Iterator[Document]]) -> Iterator[Doc
 # ----------------------------------------------------------------------------- readers
 
 
-def read_text(location: str, path: str, rel: str) -> Iterator[Document]:
+def read_text(location: str, path: str, rel: str, limit: int = DEFAULT_MAX_DOCUMENT_BYTES) -> Iterator[Document | TooLong]:
     """A ``.txt`` file is one document (its id: the path relative to the input)."""
     with _open_raw(location) as fh:
-        data = fh.read()
+        data = fh.read(limit + 1)
+        if len(data) > limit:
+            _check_not_binary(data, path)
+            yield TooLong(path, len(data) + rest_of_file(fh))
+            return
     _check_not_binary(data, path)
     text = _decode(data, path)
     yield Document(id=rel, text=text, source=path)
 
 
-def read_jsonl(location: str, path: str, rel: str) -> Iterator[Document]:
-    """One JSON object per line: ``text`` required; ``id``, ``url``, ``timestamp`` optional; the rest is metadata."""
+def read_jsonl(location: str, path: str, rel: str, limit: int = DEFAULT_MAX_DOCUMENT_BYTES) -> Iterator[Document | TooLong]:
+    """One JSON object per line: ``text`` required; ``id``, ``url``, ``timestamp`` optional; the
+    rest is metadata. A line over ``limit`` bytes (its line end not counted) is a ``TooLong``."""
 
-    def gen() -> Iterator[Document]:
+    def gen() -> Iterator[Document | TooLong]:
         with _open_binary(location) as fh:
-            for lineno, raw in enumerate(fh, start=1):
+            readline, cap = fh.readline, limit + 1
+            lineno = 0
+            while raw := readline(cap):
+                lineno += 1
                 if lineno == 1:
                     _check_not_binary(raw, path)
+                if len(raw) > limit and raw[-1] != 10:  # is_cut(raw, limit), inline: it runs on every line
+                    yield TooLong(f"{path}:{lineno}", len(raw) + rest_of_line(fh))
+                    continue
                 line = _decode(raw, path, f":{lineno}").strip()
                 if not line:
                     continue
@@ -138,6 +186,10 @@ def read_jsonl(location: str, path: str, rel: str) -> Iterator[Document]:
                     obj = json.loads(line)
                 except json.JSONDecodeError as exc:
                     raise CorpusError(f"{path}:{lineno}: not valid JSON: {exc.msg}") from None
+                except ValueError as exc:  # a number of more digits than int() converts
+                    raise CorpusError(f"{path}:{lineno}: JSON that Python cannot read: {str(exc).split(';')[0]}") from None
+                except RecursionError:
+                    raise CorpusError(f"{path}:{lineno}: JSON nested too deeply to read") from None
                 if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
                     raise CorpusError(f"{path}:{lineno}: expected an object with a string field 'text'")
                 yield _from_record(obj, default_id=f"{rel}:{lineno}", source=path)
@@ -162,7 +214,10 @@ def _jsonable(meta: dict[str, Any]) -> dict[str, Any]:
     return json.loads(json.dumps(meta, default=str)) if meta else {}
 
 
-def read_parquet(location: str, path: str, rel: str) -> Iterator[Document]:
+def read_parquet(location: str, path: str, rel: str, limit: int = DEFAULT_MAX_DOCUMENT_BYTES) -> Iterator[Document | TooLong]:
+    """A Parquet file's rows, ``text`` required. A row whose string and binary cells hold more than
+    ``limit`` bytes together is a ``TooLong``, measured on the batch's columns before any of its
+    cells becomes a Python object (a batch is as much as pyarrow decodes at once)."""
     import pyarrow.parquet as pq
 
     with contextlib.ExitStack() as files:
@@ -175,8 +230,17 @@ def read_parquet(location: str, path: str, rel: str) -> Iterator[Document]:
         row = 0
         try:
             for batch in pf.iter_batches(batch_size=4096):
-                for obj in batch.to_pylist():
+                sizes = _over_long_rows(batch, limit)
+                if sizes is None:  # the usual batch: every row within the limit
+                    rows: Iterator[dict[str, Any] | int] = iter(batch.to_pylist())
+                else:  # the rows over the limit as their sizes, the others read
+                    kept = iter(batch.filter([n <= limit for n in sizes]).to_pylist())
+                    rows = (n if n > limit else next(kept) for n in sizes)
+                for obj in rows:
                     row += 1
+                    if isinstance(obj, int):
+                        yield TooLong(f"{path}: row {row}", obj)
+                        continue
                     if not isinstance(obj.get("text"), str):
                         raise CorpusError(f"{path}: row {row}: 'text' is not a string")
                     yield _from_record(obj, default_id=f"{rel}:{row}", source=path)
@@ -186,14 +250,17 @@ def read_parquet(location: str, path: str, rel: str) -> Iterator[Document]:
             raise CorpusError(f"{path}: failed reading Parquet after {row} rows: {exc}") from None
 
 
-def read_wet(location: str, path: str, rel: str) -> Iterator[Document]:
-    """Common Crawl WET: WARC records whose ``conversion`` payloads are the extracted page text."""
+def read_wet(location: str, path: str, rel: str, limit: int = DEFAULT_MAX_DOCUMENT_BYTES) -> Iterator[Document | TooLong]:
+    """Common Crawl WET: WARC records whose ``conversion`` payloads are the extracted page text.
+    A record's Content-Length is checked before its payload is read: digits only, and a
+    conversion payload over ``limit`` bytes is a ``TooLong`` (consumed in chunks, as is every
+    other record's payload, which is not kept)."""
 
-    def gen() -> Iterator[Document]:
+    def gen() -> Iterator[Document | TooLong]:
         with _open_binary(location) as fh:
             first = True
             while True:
-                line = fh.readline()
+                line = fh.readline(_MAX_WARC_HEADER)
                 if not line:
                     return
                 if not line.strip():
@@ -204,24 +271,35 @@ def read_wet(location: str, path: str, rel: str) -> Iterator[Document]:
                     raise CorpusError(f"{path}: malformed WARC record header: {line[:60]!r}")
                 first = False
                 headers: dict[str, str] = {}
+                room = _MAX_WARC_HEADER - len(line)
                 while True:
-                    h = fh.readline()
+                    h = fh.readline(room + 1)
+                    room -= len(h)
+                    if room < 0:
+                        raise CorpusError(f"{path}: WARC record header longer than {_MAX_WARC_HEADER} bytes")
                     if not h:
                         raise CorpusError(f"{path}: file ends inside a WARC header")
                     if not h.strip():
                         break
                     key, _, value = h.decode("utf-8", "replace").partition(":")
                     headers[key.strip().lower()] = value.strip()
-                try:
-                    length = int(headers["content-length"])
-                except (KeyError, ValueError):
-                    raise CorpusError(f"{path}: WARC record without a valid Content-Length") from None
+                record_id = headers.get("warc-record-id", "").strip("<>")
+                at = f"{path} record {record_id}" if record_id else path
+                given = headers.get("content-length")
+                if given is None or not _CONTENT_LENGTH.fullmatch(given):
+                    shown = "" if given is None else f" ({given[:40]!r})"
+                    raise CorpusError(f"{at}: WARC record without a valid Content-Length{shown}")
+                length = int(given)
+                if headers.get("warc-type") != "conversion" or length > limit:
+                    if headers.get("warc-type") == "conversion":
+                        yield TooLong(at, length)  # before its payload is read: it may be bad input
+                    done = skip(fh, length)
+                    if done < length:
+                        raise CorpusError(f"{at}: truncated WARC record ({done} of {length} bytes)")
+                    continue
                 payload = fh.read(length)
                 if len(payload) < length:
-                    raise CorpusError(f"{path}: truncated WARC record ({len(payload)} of {length} bytes)")
-                if headers.get("warc-type") != "conversion":
-                    continue
-                record_id = headers.get("warc-record-id", "").strip("<>")
+                    raise CorpusError(f"{at}: truncated WARC record ({len(payload)} of {length} bytes)")
                 text = _decode(payload, path, f" record {record_id}")
                 yield Document(
                     id=record_id or f"{rel}:{fh.tell()}",
@@ -235,9 +313,25 @@ def read_wet(location: str, path: str, rel: str) -> Iterator[Document]:
     return _gzip_guard(path, gen)
 
 
+def _over_long_rows(batch: Any, limit: int) -> list[int] | None:
+    """Each row's bytes in its string and binary cells, when a row's are over ``limit``; else None."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    total = None
+    for column in batch.columns:
+        t = column.type
+        if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t):
+            n = pc.fill_null(pc.binary_length(column), 0).cast(pa.int64())
+            total = n if total is None else pc.add(total, n)
+    if total is None or len(total) == 0 or pc.max(total).as_py() <= limit:
+        return None
+    return total.to_pylist()
+
+
 # each reader: (where to open it, its name in messages and in documents' ``source``, its path
-# under the input it was found in)
-_READERS: dict[str, Callable[[str, str, str], Iterator[Document]]] = {
+# under the input it was found in, the limit on a document's bytes)
+_READERS: dict[str, Callable[[str, str, str, int], Iterator[Document | TooLong]]] = {
     "text": read_text,
     "jsonl": read_jsonl,
     "parquet": read_parquet,
@@ -261,7 +355,7 @@ def parse_hf_spec(spec: str) -> tuple[str, str | None, str]:
     return name, (q.get("config") or [None])[0], (q.get("split") or ["train"])[0]
 
 
-def read_hf(spec: str, max_documents: int | None) -> Iterator[Document]:
+def read_hf(spec: str, max_documents: int | None, limit: int = DEFAULT_MAX_DOCUMENT_BYTES) -> Iterator[Document | TooLong]:
     """A Hugging Face dataset by name (streamed) or a directory made by ``save_to_disk``."""
     try:
         import datasets
@@ -287,6 +381,9 @@ def read_hf(spec: str, max_documents: int | None) -> Iterator[Document]:
             return
         if not isinstance(row.get("text"), str):
             raise CorpusError(f"{spec}: row {i} has no string field 'text'")
+        if len(row["text"]) > limit // 4 and (size := len(row["text"].encode("utf-8", "surrogatepass"))) > limit:
+            yield TooLong(f"{spec}: row {i}", size)
+            continue
         yield _from_record(dict(row), default_id=f"{name}:{split}:{i}", source=f"hf:{name}")
 
 
@@ -308,12 +405,13 @@ class Input:
     size: int | None = None  # bytes stored, where known
     version: str = ""  # a URI's ETag or modification time (in the stage's fingerprint)
 
-    def read(self) -> Iterator[Document]:
+    def read(self, limit: int = DEFAULT_MAX_DOCUMENT_BYTES) -> Iterator[Document | TooLong]:
+        """The input's documents, a ``TooLong`` in place of each over ``limit`` bytes."""
         if self.kind == "stdlib":
-            return stdlib_documents(self.include_site_packages)
+            return stdlib_documents(self.include_site_packages)  # the project's own: no limit
         if self.kind == "hf":
-            return read_hf(self.path, self.max_documents)
-        return _READERS[_suffix_kind(self.path)](self.location, self.path, self.rel)  # type: ignore[index]
+            return read_hf(self.path, self.max_documents, limit)
+        return _READERS[_suffix_kind(self.path)](self.location, self.path, self.rel, limit)  # type: ignore[index]
 
 
 def resolve_inputs(specs: list[str], include_site_packages: bool | list[str] = False, max_documents: int | None = None) -> list[Input]:
@@ -389,17 +487,21 @@ def iter_documents(
     report: InputReport | None = None,
     include_site_packages: bool | list[str] = False,
     max_documents: int | None = None,
+    max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES,
+    on_too_long: str = "drop",
 ) -> Iterator[Document]:
     """All documents of all inputs. With ``on_bad_input='skip'`` a bad input is recorded in
     ``report.skipped`` (with how many of its documents were read before the problem) and
-    reading goes on; with ``'fail'`` the CorpusError propagates."""
+    reading goes on; with ``'fail'`` the CorpusError propagates. A document over
+    ``max_document_bytes`` is dropped and counted (``on_too_long='drop'``) or is bad input
+    (``'bad_input'``)."""
     report = report if report is not None else InputReport()
     for found in resolve_each(specs, on_bad_input, include_site_packages, max_documents):
         if isinstance(found, dict):
             report.skipped.append(found)
             continue
         for inp in found:
-            yield from read_counted(inp, on_bad_input, report, max_documents)
+            yield from read_counted(inp, on_bad_input, report, max_documents, max_document_bytes, on_too_long)
 
 
 def resolve_each(
@@ -418,18 +520,47 @@ def resolve_each(
         yield found
 
 
-def read_counted(inp: Input, on_bad_input: str, report: InputReport, max_documents: int | None) -> Iterator[Document]:
+def read_counted(inp: Input, on_bad_input: str, report: InputReport, max_documents: int | None,
+                 max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES, on_too_long: str = "drop",
+                 too_long: Callable[[int], None] | None = None) -> Iterator[Document]:
     """The documents of one input, at most ``max_documents``, counted in ``report``; a bad input
-    raises (``on_bad_input='fail'``) or is recorded in ``report.skipped`` and ends early."""
+    raises (``on_bad_input='fail'``) or is recorded in ``report.skipped`` and ends early. A
+    document over ``max_document_bytes`` is counted in ``report.too_long`` and dropped
+    (``on_too_long='drop'``; ``too_long`` is called with its size) once the reader has gone past
+    it (a WARC record is announced before its payload is read, which may be missing), or is bad
+    input (``'bad_input'``)."""
     count = 0
+    over: TooLong | None = None  # a document too long, counted once the reader is past it
+
+    def drop(item: TooLong) -> None:
+        report.add_too_long(inp.label, item)
+        if too_long is not None:
+            too_long(item.size)
+
     try:
-        for doc in inp.read():
+        for doc in inp.read(max_document_bytes):
+            if over is not None:
+                drop(over)
+                over = None
+            if type(doc) is TooLong:
+                if on_too_long != "drop":
+                    raise CorpusError(f"{doc.where}: a document of {doc.size} bytes, over clean.max_document_bytes "
+                                      f"({max_document_bytes})")
+                over = doc
+                continue
             if max_documents is not None and count >= max_documents:
                 break
             count += 1
             yield doc
-    except (CorpusError, OSError) as exc:
-        err = exc if isinstance(exc, CorpusError) else CorpusError(f"{inp.label}: cannot read: {exc}")
+        if over is not None:
+            drop(over)
+    except (CorpusError, OSError, MemoryError) as exc:
+        if isinstance(exc, CorpusError):
+            err = exc
+        elif isinstance(exc, MemoryError):
+            err = CorpusError(f"{inp.label}: out of memory reading it (a record too large; see clean.max_document_bytes)")
+        else:
+            err = CorpusError(f"{inp.label}: cannot read: {exc}")
         if on_bad_input == "fail":
             raise err from None
         report.skipped.append({"input": inp.label, "error": str(err), "documents_read": count})

@@ -20,12 +20,13 @@ read with ``dev_mismatched.tsv`` instead (and ``test_mismatched.tsv``)."""
 from __future__ import annotations
 
 import csv
-import json
+import io
 import re
 from pathlib import Path
 from typing import Any
 
 from .base import CARVE_FRACTION, SPLIT_NAMES, Example, Task, TaskError, carve_validation, check_task, sort_labels
+from .files import first_line, json_line, read_bounded
 from .generation_files import generation_folder_task, is_generation_folder
 from .glue import canonical_glue_name
 from .rows import LABEL_COLUMN, regression_target, rows_to_examples, text_columns
@@ -69,8 +70,7 @@ def _split_file(directory: Path, split: str, glue: str | None = None) -> Path | 
 
 def _first_line(path: Path) -> list[str]:
     try:
-        with path.open(encoding="utf-8") as f:
-            return f.readline().rstrip("\n").split("\t")
+        return first_line(path).rstrip("\r\n").split("\t")
     except (OSError, UnicodeDecodeError) as exc:
         raise TaskError(f"{path}: unreadable: {exc}") from None
 
@@ -100,16 +100,13 @@ def read_rows(path: Path, names: list[str] | None = None) -> tuple[list[str], li
     if path.suffix == ".jsonl":
         rows, columns = [], {}
         try:
-            lines = path.read_text(encoding="utf-8").splitlines()
+            lines = read_bounded(path).decode("utf-8").splitlines()
         except (OSError, UnicodeDecodeError) as exc:
             raise TaskError(f"{path}: unreadable: {exc}") from None
         for n, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
-            try:
-                row = json.loads(line)
-            except ValueError as exc:
-                raise TaskError(f"{path}: line {n}: not valid JSON ({exc})") from None
+            row = json_line(line, f"{path}: line {n}")
             if not isinstance(row, dict):
                 raise TaskError(f"{path}: line {n}: expected a JSON object, got {type(row).__name__}")
             rows.append(row)
@@ -121,7 +118,8 @@ def read_rows(path: Path, names: list[str] | None = None) -> tuple[list[str], li
     if names is not None:
         options.update(header=None, names=names)
     try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8", **options)
+        data = read_bounded(path)  # every line within MAX_LINE_BYTES before pandas reads it
+        frame = pd.read_csv(io.BytesIO(data), dtype=str, keep_default_na=False, encoding="utf-8", **options)
     except pd.errors.EmptyDataError:
         raise TaskError(f"{path}: empty file (no header row)") from None
     except (OSError, UnicodeDecodeError, pd.errors.ParserError) as exc:

@@ -38,12 +38,14 @@ too many or too few fields. ``task.info["generation_kind"]`` holds the kind, fro
 from __future__ import annotations
 
 import csv
+import io
 import re
 from pathlib import Path
 from typing import Any
 
 from .base import CARVE_FRACTION, SPLIT_NAMES, Task, TaskError, TextPair, carve_validation, check_task
-from .files import SPLIT_STEMS, first_jsonl_object, jsonl_objects, one_file
+from ...bounded import is_cut
+from .files import MAX_LINE_BYTES, SPLIT_STEMS, first_jsonl_object, first_line, jsonl_objects, one_file, read_bounded
 
 GENERATION_SUFFIXES = (".jsonl", ".csv", ".tsv")
 # (source column, target column, kind), tried in this order
@@ -77,7 +79,7 @@ def read_generation_rows(path: str | Path) -> list[tuple[int, dict[str, Any]]]:
         return list(jsonl_objects(path))
     options: dict[str, Any] = {"delimiter": "\t", "quoting": csv.QUOTE_NONE} if path.suffix == ".tsv" else {}
     try:
-        with path.open(encoding="utf-8-sig", newline="") as f:
+        with io.StringIO(read_bounded(path).decode("utf-8-sig"), newline="") as f:
             reader = csv.reader(f, **options)
             header = next(reader, None)
             if header is None:
@@ -103,13 +105,21 @@ def _header(path: Path) -> list[str] | None:
         first = first_jsonl_object(path)
         return list(first) if first is not None else None
     try:
-        with path.open(encoding="utf-8-sig", newline="") as f:
-            if path.suffix == ".tsv":
-                first = f.readline().rstrip("\r\n")
-                return first.split("\t") if first else None
-            return next(csv.reader(f), None)
-    except (OSError, UnicodeDecodeError, ValueError, csv.Error):
+        if path.suffix == ".tsv":
+            first = first_line(path).rstrip("\r\n")
+            return first.split("\t") if first else None
+        with path.open(encoding="utf-8-sig", newline="") as f:  # a quoted header may span lines
+            return next(csv.reader(_bounded(f)), None)
+    except (OSError, UnicodeDecodeError, ValueError, csv.Error, TaskError):
         return None
+
+
+def _bounded(f):
+    """A text file's lines, for ``csv.reader``, each at most ``MAX_LINE_BYTES`` characters."""
+    while line := f.readline(MAX_LINE_BYTES + 1):
+        if is_cut(line, MAX_LINE_BYTES):
+            raise TaskError(f"{f.name}: a line longer than {MAX_LINE_BYTES} characters")
+        yield line
 
 
 def generation_columns(columns, where: str = "") -> tuple[str, str, str] | None:

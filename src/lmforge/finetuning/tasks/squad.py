@@ -73,6 +73,10 @@ def read_squad_json(path: str | Path) -> list[SpanQuestion]:
         top = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise TaskError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg}, column {exc.colno})") from None
+    except ValueError as exc:  # a number of more digits than int() converts
+        raise TaskError(f"{path}: not valid JSON ({str(exc).split(';')[0]})") from None
+    except RecursionError:
+        raise TaskError(f"{path}: not valid JSON (nested too deeply to read)") from None
     if not isinstance(top, dict) or not isinstance(top.get("data"), list):
         raise TaskError(f"{path}: expected SQuAD's JSON, an object with a 'data' list of articles")
 
