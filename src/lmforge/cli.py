@@ -54,19 +54,22 @@ def _narrowed(params: Params, **sections: dict) -> Params:
     return out
 
 
-def _run_stages(params: Params, select: Callable | None = None) -> None:
+def _run_stages(params: Params, select: Callable | None = None, force: bool = False) -> None:
     """Build the stage graph for ``params`` and run its stages (those ``select`` keeps) in order,
     printing each one's summary. Errors are one line: exit 2 when the graph cannot be built
-    (parameters, recipes), 1 when a stage fails."""
+    (parameters, recipes) or a stage's output would replace what it did not make (checked for
+    every stage before the first runs), 1 when a stage fails."""
     from .stages import build_stages
 
     try:
         stages = [stage for stage in build_stages(params, root=".") if select is None or select(stage)]
+        for stage in stages:
+            stage.check_outputs(force)
     except USER_ERRORS as exc:
         _fail(str(exc))
     try:
         for stage in stages:
-            click.echo(stage.summary(stage.run(params, _log)))
+            click.echo(stage.summary(stage.run(params, _log, force=force)))
     except USER_ERRORS as exc:
         _fail(str(exc), FAILED)
 
@@ -76,6 +79,10 @@ _NO_TRAINING = {"architectures": []}
 
 _RESTART_HELP = ("Discard the resume state of these settings and train from the start (train.restart); "
                  "changed settings never discard another attempt's checkpoints.")
+
+_FORCE_HELP = ("Replace an output folder that is not empty and holds no finished output of its stage (never one "
+               "that is or holds an input, the project folder, the home folder or /).")
+_force = click.option("--force", is_flag=True, help=_FORCE_HELP)
 
 # Names from the registries.
 _KIND = click.Choice(TOKENIZER_KINDS)
@@ -97,7 +104,8 @@ def main() -> None:
 @click.option("--workers", type=int, help="Worker processes (0: one per core).")
 @click.option("--on-bad-input", type=click.Choice(["fail", "skip"]), help="Stop at a bad input file, or skip and count it.")
 @click.option("--max-documents", type=int, help="Read at most this many documents from each input.")
-def clean(inputs, output, params_path, overrides, workers, on_bad_input, max_documents) -> None:
+@_force
+def clean(inputs, output, params_path, overrides, workers, on_bad_input, max_documents, force) -> None:
     """Clean a corpus with the C4 rules, language ID, bad-words filter, line and near-duplicate dedup.
 
     Writes Parquet shards, stats.json and dropped/<reason>.jsonl samples to the output directory.
@@ -113,7 +121,7 @@ def clean(inputs, output, params_path, overrides, workers, on_bad_input, max_doc
         if value is not None:
             flags.append(f"clean.{key}={json.dumps(value)}")
     params = _params(params_path, flags)
-    _run_stages(_narrowed(params, train=_NO_TRAINING, dataset={"objectives": []}), lambda s: s.kind == "clean")
+    _run_stages(_narrowed(params, train=_NO_TRAINING, dataset={"objectives": []}), lambda s: s.kind == "clean", force)
 
 
 
@@ -122,7 +130,8 @@ def clean(inputs, output, params_path, overrides, workers, on_bad_input, max_doc
 @click.option("--kind", "kinds", multiple=True, type=_KIND, help="Train only these kinds (default: tokenizer.kinds).")
 @click.option("--params", "params_path", default="params.yaml", show_default=True, help="Parameters file.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a parameter.")
-def tokenizer(kinds, params_path, overrides) -> None:
+@_force
+def tokenizer(kinds, params_path, overrides, force) -> None:
     """Train the tokenizers (byte-level BPE, WordPiece, Unigram, ELMo characters) on the clean corpus.
 
     Each is saved under tokenizer.output/<kind>/ as a directory that
@@ -135,14 +144,15 @@ def tokenizer(kinds, params_path, overrides) -> None:
     params = _params(params_path, list(overrides))
     kinds = list(kinds) or list(params.tokenizer.kinds)
     _run_stages(_narrowed(params, train=_NO_TRAINING, dataset={"objectives": []}, tokenizer={"kinds": kinds}),
-                lambda s: s.kind == "tokenizer")
+                lambda s: s.kind == "tokenizer", force)
 
 
 @main.command()
 @click.option("--kind", "kinds", multiple=True, type=_KIND, help="Encode only with these kinds (default: tokenize.kinds).")
 @click.option("--params", "params_path", default="params.yaml", show_default=True, help="Parameters file.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a parameter.")
-def tokenize(kinds, params_path, overrides) -> None:
+@_force
+def tokenize(kinds, params_path, overrides, force) -> None:
     """Encode the clean corpus once per tokenizer kind into memory-mapped token stores.
 
     \b
@@ -153,7 +163,7 @@ def tokenize(kinds, params_path, overrides) -> None:
     needed = list(dict.fromkeys([*params.tokenizer.kinds, *kinds]))
     _run_stages(_narrowed(params, train=_NO_TRAINING, dataset={"objectives": []}, tokenize={"kinds": kinds},
                           tokenizer={"kinds": needed}),
-                lambda s: s.kind == "tokens" and s.key["kind"] in kinds)
+                lambda s: s.kind == "tokens" and s.key["kind"] in kinds, force)
 
 
 @main.command()
@@ -161,7 +171,8 @@ def tokenize(kinds, params_path, overrides) -> None:
 @click.option("--mode", type=click.Choice(["dynamic", "static"]), help="Override dataset.mode.")
 @click.option("--params", "params_path", default="params.yaml", show_default=True, help="Parameters file.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a parameter.")
-def dataset(objectives, mode, params_path, overrides) -> None:
+@_force
+def dataset(objectives, mode, params_path, overrides, force) -> None:
     """Build pretraining objectives' datasets (default: dataset.objectives) from the token stores.
 
     Writes dataset.output/<objective>/stats.json (mask rates, span lengths, label balance,
@@ -175,7 +186,7 @@ def dataset(objectives, mode, params_path, overrides) -> None:
     wanted = list(objectives) or list(params.dataset.objectives)
     kinds = list(dict.fromkeys([*params.tokenizer.kinds, *(tokenizer_kind(o) for o in wanted)]))
     _run_stages(_narrowed(params, train=_NO_TRAINING, dataset={"objectives": wanted}, tokenizer={"kinds": kinds}),
-                lambda s: s.kind == "dataset")
+                lambda s: s.kind == "dataset", force)
 
 
 
@@ -185,7 +196,8 @@ def dataset(objectives, mode, params_path, overrides) -> None:
 @click.option("--params", "params_path", default="params.yaml", show_default=True, help="Parameters file.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a parameter, e.g. train.max_steps=20, or a recipe's: pipelines/gpt.yaml:sizes.tiny.pretrain.learning_rate=0.003.")
 @click.option("--restart", is_flag=True, help=_RESTART_HELP)
-def pretrain(architectures, params_path, overrides, restart) -> None:
+@_force
+def pretrain(architectures, params_path, overrides, restart, force) -> None:
     """Pretrain architectures (default: train.architectures) on their objectives, as pipelines/<arch>.yaml says.
 
     Trains in <train.output>/<arch>/.pretrain.attempts/<settings>/ (checkpoints) and replaces
@@ -199,7 +211,7 @@ def pretrain(architectures, params_path, overrides, restart) -> None:
     """
     params = _params(params_path, list(overrides) + (["train.restart=true"] if restart else []))
     archs = list(architectures) or list(params.train.architectures)
-    _run_stages(_narrowed(params, train={"architectures": archs}), lambda s: s.kind == "pretrain")
+    _run_stages(_narrowed(params, train={"architectures": archs}), lambda s: s.kind == "pretrain", force)
 
 
 def _check_families(archs: list[str], tasks: list[str], *, named: bool) -> None:
@@ -227,7 +239,8 @@ def _check_families(archs: list[str], tasks: list[str], *, named: bool) -> None:
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a parameter.")
 @click.option("--from-scratch", is_flag=True, help="The control: the same architecture, randomly initialised, with the same recipe and budget.")
 @click.option("--restart", is_flag=True, help=_RESTART_HELP)
-def finetune(architectures, tasks, params_path, overrides, from_scratch, restart) -> None:
+@_force
+def finetune(architectures, tasks, params_path, overrides, from_scratch, restart, force) -> None:
     """Fine-tune pretrained architectures on downstream tasks (default: finetune.tasks).
 
     Each task's family picks the head: classification (text to text for T5, BART and Switch),
@@ -244,7 +257,7 @@ def finetune(architectures, tasks, params_path, overrides, from_scratch, restart
     _check_families(archs, tasks, named=bool(architectures))
     init = "scratch" if from_scratch else "pretrained"
     _run_stages(_narrowed(params, train={"architectures": archs}, finetune={"tasks": tasks, "scratch_control": from_scratch}),
-                lambda s: s.kind == "finetune" and s.key["init"] == init)
+                lambda s: s.kind == "finetune" and s.key["init"] == init, force)
 
 
 @main.command()
@@ -282,7 +295,8 @@ def report(params_path, overrides) -> None:
 @main.command()
 @click.option("--params", "params_path", default="params.yaml", show_default=True, help="Parameters file.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a parameter.")
-def run(params_path, overrides) -> None:
+@_force
+def run(params_path, overrides, force) -> None:
     """Run the whole pipeline as params.yaml configures it: every stage of the stage graph
     (`lmforge stages`) in order, from clean to report. Stages whose inputs and settings are
     unchanged say "up to date"; an interrupted training stage resumes from its checkpoint.
@@ -290,7 +304,7 @@ def run(params_path, overrides) -> None:
     \b
     Example: lmforge run --set train.architectures=[gpt,bert]
     """
-    _run_stages(_params(params_path, list(overrides)))
+    _run_stages(_params(params_path, list(overrides)), force=force)
 
 
 @main.command()
