@@ -47,10 +47,15 @@ def _params(params_path: str, overrides: list[str]) -> Params:
 def _narrowed(params: Params, **sections: dict) -> Params:
     """A copy of ``params`` with some keys set (validated): what a command asks for replaces
     what params.yaml enables, so the graph holds exactly the stages to run."""
+    from pydantic import ValidationError
+
     out = params.model_copy(deep=True)
     for section, values in sections.items():
         for key, value in values.items():
-            setattr(getattr(out, section), key, value)
+            try:
+                setattr(getattr(out, section), key, value)
+            except ValidationError as exc:  # e.g. a --task that names no task
+                _fail(f"{section}.{key}: " + "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors()))
     return out
 
 
@@ -425,16 +430,22 @@ def _model_options(command):
     return click.option("--task", help="With an architecture name: its model fine-tuned on this task.")(command)
 
 
-def _load(model: str, task: str | None, params_path: str, overrides: list[str]):
-    """The model a command names, loaded; errors are one line."""
+def _load(model: str, task: str | None, params_path: str, overrides: list[str], *, output: str | None = None,
+          inputs: tuple = ()):
+    """The model a command names, loaded; errors are one line. With ``output`` (what the command
+    writes), that path is checked first (``artifacts.check_output``): never the model folder,
+    one of ``inputs``, the project, home or root folder, before any weight is read."""
     from pathlib import Path
 
-    from .inference.loading import load
+    from .artifacts import check_output
+    from .inference.loading import load, model_folder
 
-    output = "models"
+    train_output = "models"
     if Path(params_path).exists() or overrides:
-        output = _params(params_path, overrides).train.output
-    return load(model, train_output=output, task=task)
+        train_output = _params(params_path, overrides).train.output
+    if output is not None:
+        check_output(output, inputs=(model_folder(model, train_output=train_output, task=task), *inputs))
+    return load(model, train_output=train_output, task=task)
 
 
 def _inputs(text: str | None, file: str | None):
@@ -545,7 +556,7 @@ def embed(model, text, file, output, level, pooling, mix, batch_size, task, para
     from .progress import Progress
 
     try:
-        loaded = _load(model, task, params_path, list(overrides))
+        loaded = _load(model, task, params_path, list(overrides), output=output, inputs=(file,))
         texts, _ = _inputs(text, file)
         with Progress(len(texts), "embed", "texts") as bar:
             done = run_embed(loaded, texts, level=level, pooling=pooling, mix=mix, batch_size=batch_size,
@@ -579,7 +590,7 @@ def predict(model, text, pair, file, output, batch_size, task, params_path, over
     from .inference.texts import write_predictions
 
     try:
-        loaded = _load(model, task, params_path, list(overrides))
+        loaded = _load(model, task, params_path, list(overrides), output=output, inputs=(file,))
         texts, pairs = _inputs(text, file)
         if pair is not None:
             pairs = [pair] * len(texts)
@@ -613,7 +624,8 @@ def export(model, out_dir, task, params_path, overrides, fmt) -> None:
     from .inference.export import export_model, export_onnx
 
     try:
-        out = (export_onnx if fmt == "onnx" else export_model)(_load(model, task, params_path, list(overrides)), out_dir)
+        loaded = _load(model, task, params_path, list(overrides), output=out_dir)
+        out = (export_onnx if fmt == "onnx" else export_model)(loaded, out_dir)
     except USER_ERRORS as exc:
         _fail(str(exc))
     click.echo(f"export: {out}")
