@@ -98,10 +98,10 @@ def check_output(path: str | os.PathLike, *, inputs: Any = (), record: str | Non
     out = Path(path)
     forms = _forms(out)
     protected = [("the file system root", Path(os.path.abspath(out)).anchor)]
-    with contextlib.suppress(RuntimeError, KeyError, OSError):  # no home folder known: nothing to protect there
-        protected.append(("the home folder", Path.home()))
     if root is not None:
         protected.append(("the project folder", root))
+    with contextlib.suppress(RuntimeError, KeyError, OSError):  # no home folder known: nothing to protect there
+        protected.append(("the home folder", Path.home()))
     for name, place in protected:
         relation = _holds(forms, _forms(place))
         if relation is not None:

@@ -263,7 +263,7 @@ def build_stages(params: Params | None = None, root: str | os.PathLike = ".", pa
             name=f"tokens_{kind}", kind="tokens",
             description=f"The clean corpus encoded with the {kind} tokenizer: memory-mapped token stores per split.",
             command=("tokenize", "--kind", kind), upstream=("clean", f"tokenizer_{kind}"),
-            deps=(clean_out, rel(layout.tokenizer_dir(params, kind))),
+            deps=(corpus, rel(layout.tokenizer_dir(params, kind))),
             params=("tokenize.batch_size", "split"),
             outputs=(Output(rel.output(layout.token_store_dir(params, kind), "tokenize.output")),
                      Output(rel(metrics_path(layout.token_store_dir(params, kind))), kind="metrics")), key={"kind": kind},
