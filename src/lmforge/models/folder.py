@@ -38,7 +38,7 @@ def _as_tuples(value: Any) -> Any:
 
 
 def _rebuild(preset: str, head: str | None, num_labels: int | None, overrides: dict, *, meta_device: bool = False,
-             max_modules: int = 100_000) -> torch.nn.Module:
+             max_modules: int = 20_000) -> torch.nn.Module:
     """``build_model`` from stored arguments; JSON turned tuple-valued options (e.g. ELMo's
     ``filters``) into lists, so those become tuples again where the preset's value is a tuple.
     ``meta_device``: built with ``build_on_meta`` (shapes only, errors as ``ConfigError``)."""

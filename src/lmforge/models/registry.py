@@ -132,7 +132,7 @@ class _TooManyModules(Exception):
     pass
 
 
-def build_on_meta(name: str, head: str | None = None, num_labels: int | None = None, *, max_modules: int = 100_000,
+def build_on_meta(name: str, head: str | None = None, num_labels: int | None = None, *, max_modules: int = 20_000,
                   **overrides: Any) -> nn.Module:
     """``build_model(name, head, num_labels, **overrides)`` on the meta device: every parameter's
     shape and nothing allocated, to check sizes before building the real model. Options that
