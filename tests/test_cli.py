@@ -118,7 +118,7 @@ def test_finetune_refuses_an_architecture_named_for_a_family_it_does_not_take(tm
     assert res.exit_code == 2
     assert "bert does not fine-tune on docstring_summary, a generation task" in res.output
     ran: list = []
-    monkeypatch.setattr(cli, "_run_stages", lambda params, select=None: ran.append(params.train.architectures))
+    monkeypatch.setattr(cli, "_run_stages", lambda params, select=None, force=False: ran.append(params.train.architectures))
     res = CliRunner().invoke(main, ["finetune", "--task", "docstring_summary"])
     assert res.exit_code == 0 and ran == [["bert", "t5"]]  # the graph leaves bert's stage out
     assert "finetune: skipped: bert does not fine-tune on docstring_summary" in res.output

@@ -48,26 +48,34 @@ def _params(params_path: str, overrides: list[str]) -> Params:
 def _narrowed(params: Params, **sections: dict) -> Params:
     """A copy of ``params`` with some keys set (validated): what a command asks for replaces
     what params.yaml enables, so the graph holds exactly the stages to run."""
+    from pydantic import ValidationError
+
     out = params.model_copy(deep=True)
     for section, values in sections.items():
         for key, value in values.items():
-            setattr(getattr(out, section), key, value)
+            try:
+                setattr(getattr(out, section), key, value)
+            except ValidationError as exc:  # e.g. a --task that names no task
+                _fail(f"{section}.{key}: " + "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors()))
     return out
 
 
-def _run_stages(params: Params, select: Callable | None = None) -> None:
+def _run_stages(params: Params, select: Callable | None = None, force: bool = False) -> None:
     """Build the stage graph for ``params`` and run its stages (those ``select`` keeps) in order,
     printing each one's summary. Errors are one line: exit 2 when the graph cannot be built
-    (parameters, recipes), 1 when a stage fails."""
+    (parameters, recipes) or a stage's output would replace what it did not make (checked for
+    every stage before the first runs), 1 when a stage fails."""
     from .stages import build_stages
 
     try:
         stages = [stage for stage in build_stages(params, root=".") if select is None or select(stage)]
+        for stage in stages:
+            stage.check_outputs(force)
     except USER_ERRORS as exc:
         _fail(str(exc))
     try:
         for stage in stages:
-            click.echo(stage.summary(stage.run(params, _log)))
+            click.echo(stage.summary(stage.run(params, _log, force=force)))
     except USER_ERRORS as exc:
         _fail(str(exc), FAILED)
 
@@ -77,6 +85,10 @@ _NO_TRAINING = {"architectures": []}
 
 _RESTART_HELP = ("Discard the resume state of these settings and train from the start (train.restart); "
                  "changed settings never discard another attempt's checkpoints.")
+
+_FORCE_HELP = ("Replace an output folder that is not empty and holds no finished output of its stage (never one "
+               "that is or holds an input, the project folder, the home folder or /).")
+_force = click.option("--force", is_flag=True, help=_FORCE_HELP)
 
 # Names from the registries.
 _KIND = click.Choice(TOKENIZER_KINDS)
@@ -98,7 +110,8 @@ def main() -> None:
 @click.option("--workers", type=int, help="Worker processes (0: one per core).")
 @click.option("--on-bad-input", type=click.Choice(["fail", "skip"]), help="Stop at a bad input file, or skip and count it.")
 @click.option("--max-documents", type=int, help="Read at most this many documents from each input.")
-def clean(inputs, output, params_path, overrides, workers, on_bad_input, max_documents) -> None:
+@_force
+def clean(inputs, output, params_path, overrides, workers, on_bad_input, max_documents, force) -> None:
     """Clean a corpus with the C4 rules, language ID, bad-words filter, line and near-duplicate dedup.
 
     Writes Parquet shards, stats.json and dropped/<reason>.jsonl samples to the output directory.
@@ -114,7 +127,7 @@ def clean(inputs, output, params_path, overrides, workers, on_bad_input, max_doc
         if value is not None:
             flags.append(f"clean.{key}={json.dumps(value)}")
     params = _params(params_path, flags)
-    _run_stages(_narrowed(params, train=_NO_TRAINING, dataset={"objectives": []}), lambda s: s.kind == "clean")
+    _run_stages(_narrowed(params, train=_NO_TRAINING, dataset={"objectives": []}), lambda s: s.kind == "clean", force)
 
 
 
@@ -123,7 +136,8 @@ def clean(inputs, output, params_path, overrides, workers, on_bad_input, max_doc
 @click.option("--kind", "kinds", multiple=True, type=_KIND, help="Train only these kinds (default: tokenizer.kinds).")
 @click.option("--params", "params_path", default="params.yaml", show_default=True, help="Parameters file.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a parameter.")
-def tokenizer(kinds, params_path, overrides) -> None:
+@_force
+def tokenizer(kinds, params_path, overrides, force) -> None:
     """Train the tokenizers (byte-level BPE, WordPiece, Unigram, ELMo characters) on the clean corpus.
 
     Each is saved under tokenizer.output/<kind>/ as a directory that
@@ -136,14 +150,15 @@ def tokenizer(kinds, params_path, overrides) -> None:
     params = _params(params_path, list(overrides))
     kinds = list(kinds) or list(params.tokenizer.kinds)
     _run_stages(_narrowed(params, train=_NO_TRAINING, dataset={"objectives": []}, tokenizer={"kinds": kinds}),
-                lambda s: s.kind == "tokenizer")
+                lambda s: s.kind == "tokenizer", force)
 
 
 @main.command()
 @click.option("--kind", "kinds", multiple=True, type=_KIND, help="Encode only with these kinds (default: tokenize.kinds).")
 @click.option("--params", "params_path", default="params.yaml", show_default=True, help="Parameters file.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a parameter.")
-def tokenize(kinds, params_path, overrides) -> None:
+@_force
+def tokenize(kinds, params_path, overrides, force) -> None:
     """Encode the clean corpus once per tokenizer kind into memory-mapped token stores.
 
     \b
@@ -154,7 +169,7 @@ def tokenize(kinds, params_path, overrides) -> None:
     needed = list(dict.fromkeys([*params.tokenizer.kinds, *kinds]))
     _run_stages(_narrowed(params, train=_NO_TRAINING, dataset={"objectives": []}, tokenize={"kinds": kinds},
                           tokenizer={"kinds": needed}),
-                lambda s: s.kind == "tokens" and s.key["kind"] in kinds)
+                lambda s: s.kind == "tokens" and s.key["kind"] in kinds, force)
 
 
 @main.command()
@@ -162,7 +177,8 @@ def tokenize(kinds, params_path, overrides) -> None:
 @click.option("--mode", type=click.Choice(["dynamic", "static"]), help="Override dataset.mode.")
 @click.option("--params", "params_path", default="params.yaml", show_default=True, help="Parameters file.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a parameter.")
-def dataset(objectives, mode, params_path, overrides) -> None:
+@_force
+def dataset(objectives, mode, params_path, overrides, force) -> None:
     """Build pretraining objectives' datasets (default: dataset.objectives) from the token stores.
 
     Writes dataset.output/<objective>/stats.json (mask rates, span lengths, label balance,
@@ -176,7 +192,7 @@ def dataset(objectives, mode, params_path, overrides) -> None:
     wanted = list(objectives) or list(params.dataset.objectives)
     kinds = list(dict.fromkeys([*params.tokenizer.kinds, *(tokenizer_kind(o) for o in wanted)]))
     _run_stages(_narrowed(params, train=_NO_TRAINING, dataset={"objectives": wanted}, tokenizer={"kinds": kinds}),
-                lambda s: s.kind == "dataset")
+                lambda s: s.kind == "dataset", force)
 
 
 
@@ -186,7 +202,8 @@ def dataset(objectives, mode, params_path, overrides) -> None:
 @click.option("--params", "params_path", default="params.yaml", show_default=True, help="Parameters file.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a parameter, e.g. train.max_steps=20, or a recipe's: pipelines/gpt.yaml:sizes.tiny.pretrain.learning_rate=0.003.")
 @click.option("--restart", is_flag=True, help=_RESTART_HELP)
-def pretrain(architectures, params_path, overrides, restart) -> None:
+@_force
+def pretrain(architectures, params_path, overrides, restart, force) -> None:
     """Pretrain architectures (default: train.architectures) on their objectives, as pipelines/<arch>.yaml says.
 
     Trains in <train.output>/<arch>/.pretrain.attempts/<settings>/ (checkpoints) and replaces
@@ -200,7 +217,7 @@ def pretrain(architectures, params_path, overrides, restart) -> None:
     """
     params = _params(params_path, list(overrides) + (["train.restart=true"] if restart else []))
     archs = list(architectures) or list(params.train.architectures)
-    _run_stages(_narrowed(params, train={"architectures": archs}), lambda s: s.kind == "pretrain")
+    _run_stages(_narrowed(params, train={"architectures": archs}), lambda s: s.kind == "pretrain", force)
 
 
 def _check_families(archs: list[str], tasks: list[str], *, named: bool) -> None:
@@ -228,7 +245,8 @@ def _check_families(archs: list[str], tasks: list[str], *, named: bool) -> None:
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a parameter.")
 @click.option("--from-scratch", is_flag=True, help="The control: the same architecture, randomly initialised, with the same recipe and budget.")
 @click.option("--restart", is_flag=True, help=_RESTART_HELP)
-def finetune(architectures, tasks, params_path, overrides, from_scratch, restart) -> None:
+@_force
+def finetune(architectures, tasks, params_path, overrides, from_scratch, restart, force) -> None:
     """Fine-tune pretrained architectures on downstream tasks (default: finetune.tasks).
 
     Each task's family picks the head: classification (text to text for T5, BART and Switch),
@@ -245,7 +263,7 @@ def finetune(architectures, tasks, params_path, overrides, from_scratch, restart
     _check_families(archs, tasks, named=bool(architectures))
     init = "scratch" if from_scratch else "pretrained"
     _run_stages(_narrowed(params, train={"architectures": archs}, finetune={"tasks": tasks, "scratch_control": from_scratch}),
-                lambda s: s.kind == "finetune" and s.key["init"] == init)
+                lambda s: s.kind == "finetune" and s.key["init"] == init, force)
 
 
 @main.command()
@@ -283,7 +301,8 @@ def report(params_path, overrides) -> None:
 @main.command()
 @click.option("--params", "params_path", default="params.yaml", show_default=True, help="Parameters file.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a parameter.")
-def run(params_path, overrides) -> None:
+@_force
+def run(params_path, overrides, force) -> None:
     """Run the whole pipeline as params.yaml configures it: every stage of the stage graph
     (`lmforge stages`) in order, from clean to report. Stages whose inputs and settings are
     unchanged say "up to date"; an interrupted training stage resumes from its checkpoint.
@@ -291,7 +310,7 @@ def run(params_path, overrides) -> None:
     \b
     Example: lmforge run --set train.architectures=[gpt,bert]
     """
-    _run_stages(_params(params_path, list(overrides)))
+    _run_stages(_params(params_path, list(overrides)), force=force)
 
 
 @main.command()
@@ -413,16 +432,22 @@ def _model_options(command):
     return click.option("--task", help="With an architecture name: its model fine-tuned on this task.")(command)
 
 
-def _load(model: str, task: str | None, params_path: str, overrides: list[str]):
-    """The model a command names, loaded; errors are one line."""
+def _load(model: str, task: str | None, params_path: str, overrides: list[str], *, output: str | None = None,
+          inputs: tuple = ()):
+    """The model a command names, loaded; errors are one line. With ``output`` (what the command
+    writes), that path is checked first (``artifacts.check_output``): never the model folder,
+    one of ``inputs``, the project, home or root folder, before any weight is read."""
     from pathlib import Path
 
-    from .inference.loading import load
+    from .artifacts import check_output
+    from .inference.loading import load, model_folder
 
-    output = "models"
+    train_output = "models"
     if Path(params_path).exists() or overrides:
-        output = _params(params_path, overrides).train.output
-    return load(model, train_output=output, task=task)
+        train_output = _params(params_path, overrides).train.output
+    if output is not None:
+        check_output(output, inputs=(model_folder(model, train_output=train_output, task=task), *inputs))
+    return load(model, train_output=train_output, task=task)
 
 
 def _inputs(text: str | None, file: str | None):
@@ -533,7 +558,7 @@ def embed(model, text, file, output, level, pooling, mix, batch_size, task, para
     from .progress import Progress
 
     try:
-        loaded = _load(model, task, params_path, list(overrides))
+        loaded = _load(model, task, params_path, list(overrides), output=output, inputs=(file,))
         texts, _ = _inputs(text, file)
         with Progress(len(texts), "embed", "texts") as bar:
             done = run_embed(loaded, texts, level=level, pooling=pooling, mix=mix, batch_size=batch_size,
@@ -567,7 +592,7 @@ def predict(model, text, pair, file, output, batch_size, task, params_path, over
     from .inference.texts import write_predictions
 
     try:
-        loaded = _load(model, task, params_path, list(overrides))
+        loaded = _load(model, task, params_path, list(overrides), output=output, inputs=(file,))
         texts, pairs = _inputs(text, file)
         if pair is not None:
             pairs = [pair] * len(texts)
@@ -601,7 +626,8 @@ def export(model, out_dir, task, params_path, overrides, fmt) -> None:
     from .inference.export import export_model, export_onnx
 
     try:
-        out = (export_onnx if fmt == "onnx" else export_model)(_load(model, task, params_path, list(overrides)), out_dir)
+        loaded = _load(model, task, params_path, list(overrides), output=out_dir)
+        out = (export_onnx if fmt == "onnx" else export_model)(loaded, out_dir)
     except USER_ERRORS as exc:
         _fail(str(exc))
     click.echo(f"export: {out}")

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from .bounded import DEFAULT_MAX_DOCUMENT_BYTES
 from .errors import ConfigError
@@ -228,6 +228,15 @@ class UnigramConfig(_Strict):
             raise ValueError("the first three roles must be pad, eos, unk (ids 0, 1, 2 as in T5)")
         return value
 
+    @model_validator(mode="after")
+    def _room_for_pieces(self) -> UnigramConfig:
+        reserved = self.sentinels + len(self.special_tokens)
+        if reserved >= self.vocab_size:
+            raise ValueError(f"sentinels ({self.sentinels}) and the {len(self.special_tokens)} special tokens take "
+                             f"{reserved} of vocab_size ({self.vocab_size}) ids, leaving none for learned pieces; "
+                             f"sentinels must be below {self.vocab_size - len(self.special_tokens)}")
+        return self
+
 
 class CharConfig(_Strict):
     """ELMo characters (bilm scheme) and the word vocabulary its softmax predicts."""
@@ -362,6 +371,16 @@ class FinetuneConfig(_Strict):
     """Downstream tasks: the default is built from the embedded corpus (finetuning/tasks/docstring_kind.py)."""
 
     tasks: list[str] = Field(["docstring_kind"], description="task names, local folders, or hf:NAME[/CONFIG]")
+
+    @field_validator("tasks")
+    @classmethod
+    def _named(cls, value: list[str]) -> list[str]:
+        for task in value:  # a task's outputs are <train.output>/<arch>/<its last name>: "." or ".." would be above
+            last = task.removeprefix("hf:").replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+            if last.strip(".") == "":
+                raise ValueError(f"{task!r} does not name a task: its last part ({last!r}) names no folder of its "
+                                 "own; give the task folder's own path")
+        return value
     max_length: int = Field(128, ge=8, description="tokens per fine-tuning input")
     max_train_examples: int | None = Field(4000, ge=1, description="cap on training examples per task (seeded sample)")
     scratch_control: bool = Field(True, description="also fine-tune each architecture from random initialisation with the "
@@ -454,15 +473,16 @@ class Params(_Strict):
 
 
 def format_validation_error(source: str, exc: ValidationError, what: str = "configuration") -> str:
-    """A validation error as lines that name each offending key (``a.b: unknown key``)."""
-    lines = [f"{source}: invalid {what}"]
+    """A validation error as one line that names each offending key
+    (``params.yaml: invalid configuration: a.b: unknown key; c: ...``)."""
+    problems = []
     for err in exc.errors():
         key = ".".join(str(p) for p in err["loc"]) or "<root>"
-        msg = err["msg"]
+        msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             msg = "unknown key"
-        lines.append(f"  {key}: {msg}")
-    return "\n".join(lines)
+        problems.append(f"{key}: {msg}")
+    return f"{source}: invalid {what}: " + "; ".join(" ".join(p.split()) for p in problems)
 
 
 def parse_params(data: dict[str, Any] | None, source: str = "params") -> Params:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .config import Params
+from .config import ConfigError, Params
 
 
 def clean_dir(params: Params) -> Path:
@@ -50,7 +50,10 @@ def task_slug(task_name: str) -> str:
     """A file- and registry-safe name: ``hf:glue/sst2`` -> ``glue-sst2``; a local folder is
     named by its last component (``/data/tasks/sentiment`` -> ``sentiment``)."""
     name = task_name.removeprefix("hf:") if task_name.startswith("hf:") else Path(task_name).name or task_name
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-") or "task"
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-") or "task"
+    if slug.strip(".") == "":  # "." or "..": the task's folder would be its architecture's or above
+        raise ConfigError(f"task {task_name!r}: its name ({slug!r}) is no folder name; name the task folder itself")
+    return slug
 
 
 def finetune_dir(params: Params, arch: str, task_name: str) -> Path:

@@ -471,7 +471,7 @@ def test_the_cli_flag_runs_the_scratch_control_stages(monkeypatch, tmp_path):
 
     seen = []
 
-    def run_stages(params, select=None):
+    def run_stages(params, select=None, force=False):
         graph = build_stages(params, root=tmp_path)
         seen.append(sorted((s.name, s.key["init"]) for s in graph if select(s)))
 

@@ -154,13 +154,18 @@ def embed(loaded: LoadedModel, texts: Sequence[str], level: str = "text", poolin
 def write(embedded: Embedded, texts: Sequence[str], path, level: str) -> None:
     """``.npy``: the (N, D) text vectors (``text`` level only); ``.parquet``: one row per vector
     with the text's index, the input ids and the row's position (token or word)."""
+    import io
     from pathlib import Path
+
+    from ..artifacts import atomic_write_bytes
 
     path = Path(path)
     if path.suffix == ".npy":
         if level != "text":
             raise InferenceError("a .npy file holds one vector per text; write token or word vectors to .parquet")
-        np.save(path, np.concatenate(embedded.vectors))
+        buffer = io.BytesIO()
+        np.save(buffer, np.concatenate(embedded.vectors))
+        atomic_write_bytes(path, buffer.getvalue())  # whole or not at all
         return
     if path.suffix != ".parquet":
         raise InferenceError(f"{path}: write .npy or .parquet")
@@ -174,4 +179,6 @@ def write(embedded: Embedded, texts: Sequence[str], path, level: str) -> None:
             records["position"].append(p)
             records["input_ids"].append(ids)
             records["vector"].append(row.tolist())
-    pq.write_table(pa.table(records), path)
+    sink = pa.BufferOutputStream()
+    pq.write_table(pa.table(records), sink)
+    atomic_write_bytes(path, sink.getvalue().to_pybytes())

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import LmforgeError
-from ..models.folder import META_FILE, MODEL_FILE, load_model_dir, read_meta
+from ..models.folder import META_FILE, MODEL_FILE, check_model_dir, load_model_dir
 from ..models.registry import ARCHITECTURES, preset_architectures
 
 TASK_FILE = "task.json"
@@ -89,7 +89,7 @@ def load(spec: str | Path, *, train_output: str | Path = "models", task: str | N
     from ..finetuning.features import FeatureError, load_tokenizer
 
     directory = model_folder(spec, train_output=train_output, task=task)
-    meta = read_meta(directory)
+    meta = check_model_dir(directory)  # the record against the weights, before anything is allocated
     arch = preset_architectures().get(meta.get("preset"))
     if arch is None:
         raise InferenceError(f"{directory}: unknown model preset {meta.get('preset')!r}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from ..artifacts import atomic_write_text
 from .loading import InferenceError
 
 TEXT_COLUMNS = ("text", "sentence", "sentence1", "question")
@@ -61,9 +62,10 @@ def write_predictions(rows: list[dict], path: str | None) -> str | None:
         return "\n".join(f"{r['label']}\t{r['score']:.4f}\t{r['text']}" for r in rows)
     p = Path(path)
     if p.suffix == ".jsonl":
-        frame.to_json(p, orient="records", lines=True, force_ascii=False)
+        text = frame.to_json(orient="records", lines=True, force_ascii=False)
     elif p.suffix == ".csv":
-        frame.to_csv(p, index=False)
+        text = frame.to_csv(index=False)
     else:
         raise InferenceError(f"{p}: write .csv or .jsonl")
+    atomic_write_text(p, text)  # whole or not at all, and never half over what was there
     return None

@@ -16,7 +16,7 @@ import torch
 from .. import __version__
 from ..errors import ConfigError
 
-__all__ = ["META_FILE", "MODEL_FILE", "load_model_dir", "read_meta", "save_model_dir"]
+__all__ = ["META_FILE", "MODEL_FILE", "check_model_dir", "load_model_dir", "read_meta", "save_model_dir"]
 
 MODEL_FILE = "model.safetensors"
 META_FILE = "lmforge_model.json"
@@ -37,24 +37,88 @@ def _as_tuples(value: Any) -> Any:
     return tuple(_as_tuples(v) for v in value) if isinstance(value, (list, tuple)) else value
 
 
-def _rebuild(preset: str, head: str | None, num_labels: int | None, overrides: dict) -> torch.nn.Module:
+def _rebuild(preset: str, head: str | None, num_labels: int | None, overrides: dict, *, meta_device: bool = False,
+             max_modules: int = 20_000) -> torch.nn.Module:
     """``build_model`` from stored arguments; JSON turned tuple-valued options (e.g. ELMo's
-    ``filters``) into lists, so those become tuples again where the preset's value is a tuple."""
-    from .registry import build_model, preset_config
+    ``filters``) into lists, so those become tuples again where the preset's value is a tuple.
+    ``meta_device``: built with ``build_on_meta`` (shapes only, errors as ``ConfigError``)."""
+    from .registry import build_model, build_on_meta, preset_config
 
     defaults = preset_config(preset)
     overrides = {k: _as_tuples(v) if isinstance(getattr(defaults, k, None), tuple) and isinstance(v, list) else v
                  for k, v in overrides.items()}
+    if meta_device:
+        return build_on_meta(preset, head=head, num_labels=num_labels, max_modules=max_modules, **overrides)
     return build_model(preset, head=head, num_labels=num_labels, **overrides)
 
 
 def read_meta(model_dir: str | Path) -> dict:
     """The contents of ``<model_dir>/lmforge_model.json``; a ``FileNotFoundError`` unless both it
-    and the weights are there."""
+    and the weights are there, a ``ConfigError`` (one line) when it is not the record
+    ``save_model_dir`` writes (a JSON object with a preset name, a head, a label count and a
+    mapping of config overrides)."""
     meta_path = Path(model_dir) / META_FILE
     if not meta_path.is_file() or not (Path(model_dir) / MODEL_FILE).is_file():
         raise FileNotFoundError(f"{model_dir} is not an lmforge model directory (needs {META_FILE} and {MODEL_FILE})")
-    return json.loads(meta_path.read_text(encoding="utf-8"))
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise ConfigError(f"{meta_path}: not a JSON record ({type(exc).__name__})") from None
+    if not isinstance(meta, dict):
+        raise ConfigError(f"{meta_path}: not a JSON object")
+    num_labels = meta.get("num_labels")
+    for key, ok in (("preset", isinstance(meta.get("preset"), str)),
+                    ("head", meta.get("head") is None or isinstance(meta.get("head"), str)),
+                    ("num_labels", num_labels is None or (type(num_labels) is int and num_labels >= 1)),
+                    ("config_overrides", isinstance(meta.get("config_overrides", {}), dict))):
+        if not ok:
+            raise ConfigError(f"{meta_path}: {key} is {meta.get(key)!r}, not what save_model_dir writes")
+    return meta
+
+
+def _file_shapes(path: Path) -> dict[str, tuple[int, ...]]:
+    """Each tensor's shape in the safetensors file ``path``, from its header only (no weight is
+    read); the library checks the header against the file's length."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            return {name: tuple(f.get_slice(name).get_shape()) for name in f.keys()}
+    except Exception as exc:  # safetensors' SafetensorError and the OS's errors: a file that is not what it claims
+        raise ConfigError(f"{path}: not a readable safetensors file ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
+
+
+def check_model_dir(model_dir: str | Path) -> dict:
+    """Check that ``model_dir``'s weights are those of the model its ``lmforge_model.json``
+    describes, before any memory is allocated for either: the model is built on the meta device
+    (shapes only) and its parameter names and shapes compared with the safetensors header. A
+    record that cannot be built or does not match the weights is a ``ConfigError`` naming the
+    difference. Returns the record."""
+    model_dir = Path(model_dir)
+    meta = read_meta(model_dir)
+    stored = _file_shapes(model_dir / MODEL_FILE)
+    try:
+        # a model has at most a couple of modules per tensor it stores: a record describing far
+        # more (a layer count of millions) is refused before its meta build takes the time
+        model = _rebuild(meta["preset"], meta.get("head"), meta.get("num_labels"), meta.get("config_overrides") or {},
+                         meta_device=True, max_modules=8 * len(stored) + 256)
+    except ConfigError as exc:
+        raise ConfigError(f"{model_dir / META_FILE}: {exc}") from None
+    tied: dict[int, list[str]] = {}  # the names of each tensor (tied weights have several; the file keeps one)
+    expected: dict[str, tuple[int, ...]] = {}
+    for name, tensor in model.state_dict(keep_vars=True).items():
+        tied.setdefault(id(tensor), []).append(name)
+        expected[name] = tuple(tensor.shape)
+    unknown = sorted(set(stored) - set(expected))
+    missing = [names[0] for names in tied.values() if not any(n in stored for n in names)]
+    differ = [f"{n} {stored[n]} where the record gives {expected[n]}" for n in sorted(stored)
+              if n in expected and stored[n] != expected[n]]
+    if unknown or missing or differ:
+        what = differ[:2] or ([f"unknown tensor(s) {unknown[:3]}"] if unknown else []) + \
+            ([f"missing tensor(s) {missing[:3]}"] if missing else [])
+        raise ConfigError(f"{model_dir}: the weights in {MODEL_FILE} are not those of the model {META_FILE} "
+                          f"describes ({meta['preset']}, head {meta.get('head')}): {'; '.join(what)}")
+    return meta
 
 
 def save_model_dir(model: torch.nn.Module, preset: str, head: str, config_overrides: dict, out_dir: str | Path,
@@ -123,11 +187,12 @@ def save_model_dir(model: torch.nn.Module, preset: str, head: str, config_overri
 
 def load_model_dir(model_dir: str | Path) -> torch.nn.Module:
     """Rebuild the model of a ``save_model_dir`` directory with ``build_model`` and load its
-    safetensors weights (strict), on CPU, in eval mode. Never unpickles."""
+    safetensors weights (strict), on CPU, in eval mode, once :func:`check_model_dir` found the
+    record and the weights agree. Never unpickles."""
     from safetensors.torch import load_model
 
     model_dir = Path(model_dir)
-    meta = read_meta(model_dir)
+    meta = check_model_dir(model_dir)  # sizes against the weights before any is allocated
     model = _rebuild(meta["preset"], meta.get("head"), meta.get("num_labels"), meta.get("config_overrides") or {})
     load_model(model, str(model_dir / MODEL_FILE), strict=True)
     return model.eval()

@@ -126,3 +126,43 @@ def build_model(name: str, head: str | None = None, num_labels: int | None = Non
     if num_labels is not None:
         raise ConfigError(f"{name}: num_labels applies to the classification heads only, not {head!r}")
     return arch.heads[head](config)
+
+
+class _TooManyModules(Exception):
+    pass
+
+
+def build_on_meta(name: str, head: str | None = None, num_labels: int | None = None, *, max_modules: int = 20_000,
+                  **overrides: Any) -> nn.Module:
+    """``build_model(name, head, num_labels, **overrides)`` on the meta device: every parameter's
+    shape and nothing allocated, to check sizes before building the real model. Options that
+    cannot build a model (a wrong type, a size below 1, a width the heads do not divide) and
+    more than ``max_modules`` modules (a layer count no machine holds, which would take the
+    build itself hours) are a ``ConfigError`` naming them."""
+    import torch
+    from torch.nn.modules.module import register_module_module_registration_hook
+
+    registered = 0
+
+    def count(module, child_name, child):
+        nonlocal registered
+        registered += 1
+        if registered > max_modules:
+            raise _TooManyModules
+        return None
+
+    described = f"{name} (head {head}, {overrides})"
+    handle = register_module_module_registration_hook(count)
+    try:
+        with torch.device("meta"):
+            return build_model(name, head=head, num_labels=num_labels, **overrides)
+    except _TooManyModules:
+        raise ConfigError(f"{described}: more than {max_modules:,} modules; its sizes are not those of a model "
+                          "that can be built") from None
+    except ConfigError:
+        raise
+    except (TypeError, ValueError, OverflowError, RuntimeError, AttributeError, KeyError, MemoryError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        raise ConfigError(f"{described}: cannot be built ({type(exc).__name__}: {first})") from None
+    finally:
+        handle.remove()

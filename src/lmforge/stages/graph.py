@@ -53,11 +53,30 @@ class Stage:
     recipe: str = ""               # the recipe file it reads (training stages), a parameters file for DVC
     recipe_params: tuple[str, ...] = ()  # dotted keys of ``recipe`` it depends on
 
-    def run(self, params: Params, log: Log) -> dict:
+    def check_outputs(self, force: bool = False) -> None:
+        """Refuse (``artifacts.UnsafeOutput``) outputs that would replace what the stage did not
+        make: an output that is or holds one of its inputs, the project folder (the working
+        folder: stages run from it), the home folder or the file system root; and, unless
+        ``force``, a main output folder that is not empty and holds no finished record of the
+        stage (its kind's ``record``). A stage that writes files rather than a folder has the
+        folder they go in checked against the project, home and root folders too."""
+        from ..artifacts import check_output
+
+        record = KINDS[self.kind].record
+        for i, output in enumerate(self.outputs):
+            check_output(output.path, inputs=self.deps, record=record if i == 0 else None, force=force,
+                         what=f"{self.name} output")
+        if record is None:
+            check_output(self.output_path.parent, what=f"{self.name} output folder")
+
+    def run(self, params: Params, log: Log, *, force: bool = False) -> dict:
         """Run the stage (the library function its kind names), from the project folder, holding
-        the lock on its main output (``locks.output_lock``: one writer per output)."""
+        the lock on its main output (``locks.output_lock``: one writer per output), once its
+        outputs are known to replace only what it made (:meth:`check_outputs`; ``force``
+        allows replacing a folder of other files)."""
         from ..locks import output_lock
 
+        self.check_outputs(force)
         with output_lock(self.output_path, wait=params.orchestrate.on_locked == "wait",
                          command=f"{self.name}: {shlex.join(sys.argv)}", log=log):
             result = KINDS[self.kind].run(params, self, log)
@@ -155,13 +174,23 @@ class _Paths:
         self.root = root.resolve()
 
     def __call__(self, path: str | os.PathLike) -> str:
-        p = Path(path)
-        full = p if p.is_absolute() else self.root / p
-        full = Path(os.path.normpath(full))
+        full = self._full(path)
         try:
             return full.relative_to(self.root).as_posix()
         except ValueError:
             return full.as_posix()
+
+    def _full(self, path: str | os.PathLike) -> Path:
+        p = Path(path)
+        return Path(os.path.normpath(p if p.is_absolute() else self.root / p))
+
+    def output(self, path: str | os.PathLike, what: str) -> str:
+        """An output folder's path; ``UnsafeOutput`` when it is or holds the project folder, the
+        home folder or the file system root (no stage may replace those)."""
+        from ..artifacts import check_output
+
+        check_output(self._full(path), root=self.root, what=what)
+        return self(path)
 
 
 def build_stages(params: Params | None = None, root: str | os.PathLike = ".", params_path: str | os.PathLike | None = None) -> StageGraph:
@@ -195,7 +224,7 @@ def build_stages(params: Params | None = None, root: str | os.PathLike = ".", pa
         stages[stage.name] = stage
 
     # ------------------------------------------------------------------ corpus
-    clean_out = rel(layout.clean_dir(params))
+    clean_out = rel.output(layout.clean_dir(params), "clean.output")
     local_inputs = [rel(i) for i in params.clean.inputs if i != "stdlib" and not i.startswith("hf:")]
     add(Stage(
         name="clean", kind="clean",
@@ -220,7 +249,7 @@ def build_stages(params: Params | None = None, root: str | os.PathLike = ".", pa
             command=("tokenizer", "--kind", kind), upstream=("clean",) if corpus == clean_out else (),
             deps=(corpus,),
             params=("tokenizer.input", "tokenizer.max_training_documents", f"tokenizer.{kind}", "split"),
-            outputs=(Output(rel(layout.tokenizer_dir(params, kind))),
+            outputs=(Output(rel.output(layout.tokenizer_dir(params, kind), "tokenizer.output")),
                      Output(rel(metrics_path(layout.tokenizer_dir(params, kind))), kind="metrics")), key={"kind": kind},
         ))
     store_kinds = list(params.tokenize.kinds or params.tokenizer.kinds)
@@ -234,9 +263,9 @@ def build_stages(params: Params | None = None, root: str | os.PathLike = ".", pa
             name=f"tokens_{kind}", kind="tokens",
             description=f"The clean corpus encoded with the {kind} tokenizer: memory-mapped token stores per split.",
             command=("tokenize", "--kind", kind), upstream=("clean", f"tokenizer_{kind}"),
-            deps=(clean_out, rel(layout.tokenizer_dir(params, kind))),
+            deps=(corpus, rel(layout.tokenizer_dir(params, kind))),
             params=("tokenize.batch_size", "split"),
-            outputs=(Output(rel(layout.token_store_dir(params, kind))),
+            outputs=(Output(rel.output(layout.token_store_dir(params, kind), "tokenize.output")),
                      Output(rel(metrics_path(layout.token_store_dir(params, kind))), kind="metrics")), key={"kind": kind},
         ))
 
@@ -256,7 +285,7 @@ def build_stages(params: Params | None = None, root: str | os.PathLike = ".", pa
             command=("dataset", objective), upstream=(f"tokens_{kind}", f"tokenizer_{kind}"),
             deps=(rel(layout.token_store_dir(params, kind)), rel(layout.tokenizer_dir(params, kind))),
             params=(f"dataset.{objective}", "dataset.mode", "dataset.seed", "dataset.statistics_examples"),
-            outputs=(Output(rel(layout.dataset_dir(params, objective))),
+            outputs=(Output(rel.output(layout.dataset_dir(params, objective), "dataset.output")),
                      Output(rel(metrics_path(layout.dataset_dir(params, objective))), kind="metrics")),
             key={"objective": objective},
         ))
@@ -266,7 +295,7 @@ def build_stages(params: Params | None = None, root: str | os.PathLike = ".", pa
         kind = tokenizer_kind(recipe.objective)
         recipe_file = rel(recipe_path(params, arch))
         tokenizer_out = rel(layout.tokenizer_dir(params, kind))
-        pre_out = rel(layout.pretrain_dir(params, arch))
+        pre_out = rel.output(layout.pretrain_dir(params, arch), "train.output")
         add(Stage(
             name=f"pretrain_{arch}", kind="pretrain",
             description=f"Pretrain {arch} ({recipe.objective} on {kind} tokens, recipe {recipe_file}) with Lightning; "
@@ -304,7 +333,7 @@ def build_stages(params: Params | None = None, root: str | os.PathLike = ".", pa
             finetune_params = ("train.size", "train.seed", "train.finetune_max_steps", "train.log_every",
                                "finetune.max_length", "finetune.max_train_examples", "split")
             name = f"finetune_{arch}_{_slug(layout.task_slug(task))}"
-            out = rel(layout.finetune_dir(params, arch, task))
+            out = rel.output(layout.finetune_dir(params, arch, task), "train.output")
             finetuned.append((name, out))
             add(Stage(
                 name=name, kind="finetune",
@@ -319,7 +348,7 @@ def build_stages(params: Params | None = None, root: str | os.PathLike = ".", pa
             ))
             if params.finetune.scratch_control:
                 name = f"finetune_scratch_{arch}_{_slug(layout.task_slug(task))}"
-                out = rel(layout.finetune_scratch_dir(params, arch, task))
+                out = rel.output(layout.finetune_scratch_dir(params, arch, task), "train.output")
                 finetuned.append((name, out))
                 add(Stage(
                     name=name, kind="finetune",
@@ -343,6 +372,7 @@ def build_stages(params: Params | None = None, root: str | os.PathLike = ".", pa
 
     if recipes:
         report = layout.report_dir(params)
+        rel.output(report, "evaluate.output")
         add(Stage(
             name="report", kind="report",
             description="The leaderboard (CSV, Markdown, metrics.json) and charts: loss curves, bits per byte, "

@@ -8,6 +8,7 @@ import shutil
 from importlib.resources import files
 from pathlib import Path
 
+from ..artifacts import check_output
 from ..errors import ConfigError
 
 
@@ -19,8 +20,10 @@ def folder() -> Path:
 def init_project(dest: str | Path, force: bool = False) -> list[Path]:
     """Write the starter ``params.yaml`` and ``pipelines/`` into ``dest`` (created if missing);
     returns what was written. Refuses to overwrite a file that is there unless ``force``: a
-    project's own settings are never replaced silently."""
+    project's own settings are never replaced silently; and the home folder and the file system
+    root, which are nobody's project (``artifacts.check_output``), even with ``force``."""
     dest = Path(dest)
+    check_output(dest, root=None, what="init folder")  # the folder is the project: no project folder to protect
     if dest.exists() and not dest.is_dir():
         raise ConfigError(f"{dest}: not a folder")
     source = folder()

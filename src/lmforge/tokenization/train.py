@@ -21,7 +21,7 @@ from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_toke
 
 from ..artifacts import fingerprint, finished, sha256_file, staged_dir
 from ..chars import BOS_CHAR, BOW_CHAR, CHAR_VOCAB_SIZE, EOS_CHAR, EOW_CHAR, PAD_CHAR, char_table
-from ..config import Params, TokenizerConfig
+from ..config import ConfigError, Params, TokenizerConfig
 from ..corpus.document import CorpusError
 from ..layout import corpus_dir, tokenizer_dir
 from ..progress import bar_on_terminal
@@ -197,7 +197,16 @@ def train_kind(kind: str, texts: Callable[[], Iterator[str]], cfg: TokenizerConf
         tok = _train_wordpiece(texts, kcfg)
     else:
         tok, trainer = BUILDERS[kind](kcfg)
-        tok.train_from_iterator(texts(), trainer)
+        try:
+            tok.train_from_iterator(texts(), trainer)
+        except Exception as exc:  # tokenizers raises a bare Exception for a vocabulary too small for the corpus
+            if "not large enough" not in str(exc):
+                raise
+            room = kcfg.vocab_size - getattr(kcfg, "sentinels", 0)
+            raise ConfigError(f"tokenizer.{kind}: {room} ids (vocab_size {kcfg.vocab_size}"
+                              + (f" less {kcfg.sentinels} sentinels" if kind == "unigram" else "")
+                              + f") are too few for the corpus's characters ({str(exc).lower()}); raise vocab_size"
+                              + (" or lower sentinels" if kind == "unigram" else "")) from None
     if kind == "unigram":
         tok = _canonical_unigram(tok, len(kcfg.special_tokens))
         # T5 sentinels at the top ids, counting down: <extra_id_0> is the last id.

@@ -73,7 +73,7 @@ from .module import LMForgeModule, balanced_class_weights
 from .progress import TrainingProgress
 from .pretrain import draw_run_charts, tokenizer_overrides, tracking_factory
 from .recipes import Recipe, SizeRecipe, load_recipe, recipe_path, resolve_finetune_budget, size_recipe
-from .run import History, build_trainer, start_attempt, world_size
+from .run import History, build_trainer, check_trainable, start_attempt, world_size
 
 
 # the task families fine-tuning takes (``finetuning.tasks.FAMILIES`` has the others' readers)
@@ -280,6 +280,8 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
     optim = resolve_finetune_budget(size.finetune, len(encoded["train"]), world_size())
     pad = features.pad_id(arch, tok_dir)
     if scratch:
+        check_trainable(params.train, preset, seq2seq_head, overrides,
+                        f"{recipe_path(params, arch)}: sizes.{params.train.size}")  # before any weight is allocated
         torch.manual_seed(params.train.seed)
         model, overrides, head = head_model(arch, model_mode, preset, overrides, seq2seq_head, num_labels,
                                             lm_coef=ft.lm_coef, freeze=ft.freeze_pretrained, pooling=ft.pooling)

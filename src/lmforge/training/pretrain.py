@@ -35,7 +35,7 @@ from .data import ObjectiveDataModule
 from .module import LMForgeModule
 from .progress import TrainingProgress
 from .recipes import Recipe, load_recipe, recipe_path, size_recipe
-from .run import History, build_trainer, is_rank_zero, start_attempt, world_size
+from .run import History, build_trainer, check_trainable, is_rank_zero, start_attempt, world_size
 
 
 def tokenizer_overrides(preset: str, vocab: Vocab) -> dict[str, Any]:
@@ -93,6 +93,8 @@ def run_pretrain(params: Params, arch: str, *, log: Callable[[str], None] = prin
     val_obj = open_objective(params, recipe.objective, "validation")
     vocab = train_obj.vocab
     overrides = {**tokenizer_overrides(size.preset, vocab), **size.model}
+    check_trainable(params.train, size.preset, recipe.pretrain_head, overrides,
+                    f"{recipe_path(params, arch)}: sizes.{params.train.size}")  # before any weight is allocated
     model = build_model(size.preset, head=recipe.pretrain_head, **overrides)
     ordered = bool(getattr(train_obj, "ordered", False))
     batch_size = batch_size_for(params, recipe, optim.batch_size, ordered)

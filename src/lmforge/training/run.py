@@ -68,6 +68,47 @@ def launch_world(cfg: TrainConfig) -> tuple[int | str, int, str]:
     return 1, 1, "auto" if cfg.strategy in ("auto", "ddp", "ddp_find_unused_parameters_true") else cfg.strategy
 
 
+# what training holds per parameter at the least: fp32 weights, their gradients and AdamW's two
+# moments (mixed precision keeps fp32 master weights too)
+TRAINING_BYTES_PER_PARAMETER = 16
+
+
+def _training_memory(cfg: TrainConfig) -> tuple[int, str]:
+    """(bytes, what they are) that one training run can spread its parameters over at the most:
+    the GPUs' memory (each process's device; FSDP shards over every process, DDP keeps a copy
+    on each) or this machine's memory."""
+    if cfg.accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available():
+        per_device = min(torch.cuda.get_device_properties(i).total_memory for i in range(torch.cuda.device_count()))
+        world = world_size() if cfg.strategy == "fsdp" else 1
+        return per_device * world, f"{world} GPU(s) of {per_device / 2**30:.1f} GiB"
+    try:
+        host = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # no sysconf (not POSIX): no bound known
+        return 1 << 62, "this machine's memory"
+    return host, f"this machine's {host / 2**30:.1f} GiB of memory"
+
+
+def check_trainable(cfg: TrainConfig, preset: str, head: str | None, overrides: dict, where: str) -> int:
+    """The parameter count of the model ``build_model(preset, head, **overrides)``, found on the
+    meta device (nothing allocated); a ``ConfigError`` naming ``where`` (the recipe's size) when
+    its options cannot build a model or its parameters alone, with their gradients and optimizer
+    state, exceed the memory it would train in (an absurd size: a typo's extra zeros)."""
+    from ..models.registry import build_on_meta
+
+    try:
+        model = build_on_meta(preset, head=head, **overrides)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    n = sum(p.numel() for p in model.parameters())
+    need = n * TRAINING_BYTES_PER_PARAMETER
+    have, what = _training_memory(cfg)
+    if need > have:
+        raise ConfigError(f"{where}: {preset} with {overrides} has {n:,} parameters; training them needs at least "
+                          f"{need / 2**30:,.1f} GiB (weights, gradients and AdamW's moments in fp32), more than "
+                          f"{what}")
+    return n
+
+
 def resolve_precision(cfg: TrainConfig) -> str:
     if cfg.precision:
         return cfg.precision

@@ -81,7 +81,7 @@ CHARTS = {"drops": "documents and bytes removed by each rule", "lengths": "docum
 
 
 KIND = StageKind(
-    name="clean", group="corpus",
+    name="clean", record="stats.json", group="corpus",
     code=("src/lmforge/cleaning", "src/lmforge/corpus", "src/lmforge/resources"),
     tools=frozenset({"python", "parquet"}),
     run=run, summary=summary, check=check, metadata=metadata,

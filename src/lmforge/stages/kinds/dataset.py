@@ -63,7 +63,7 @@ def metadata(stage, params: Params, out: Path) -> dict:
 
 
 KIND = StageKind(
-    name="dataset", group="datasets",
+    name="dataset", record="stats.json", group="datasets",
     code=("src/lmforge/datasets", "src/lmforge/objectives"),
     tools=frozenset({"python", "json"}),
     run=run, summary=summary, check=check, metadata=metadata,

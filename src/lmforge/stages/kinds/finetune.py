@@ -40,7 +40,7 @@ def metadata(stage, params: Params, out: Path) -> dict:
 
 
 KIND = StageKind(
-    name="finetune", group="finetuning",
+    name="finetune", record="metrics.json", group="finetuning",
     code=("src/lmforge/training", "src/lmforge/models", "src/lmforge/finetuning"),
     tools=frozenset({"pytorch", "mlflow"}),
     run=run, check=check, metadata=metadata, subprocess=True,

@@ -44,7 +44,7 @@ def metadata(stage, params: Params, out: Path) -> dict:
 
 
 KIND = StageKind(
-    name="pretrain", group="pretraining",
+    name="pretrain", record="metrics.json", group="pretraining",
     code=("src/lmforge/training", "src/lmforge/models", "src/lmforge/datasets", "src/lmforge/objectives",
           "src/lmforge/evaluation/intrinsic.py"),
     tools=frozenset({"pytorch", "mlflow"}),

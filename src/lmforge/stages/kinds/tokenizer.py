@@ -50,7 +50,7 @@ def metadata(stage, params: Params, out: Path) -> dict:
 
 
 KIND = StageKind(
-    name="tokenizer", group="tokenizers",
+    name="tokenizer", record="metrics.json", group="tokenizers",
     code=("src/lmforge/tokenization",),
     tools=frozenset({"huggingface", "json"}),
     run=run, summary=summary, check=check, metadata=metadata,

@@ -37,7 +37,7 @@ def metadata(stage, params: Params, out: Path) -> dict:
 
 
 KIND = StageKind(
-    name="tokens", group="tokenizers",
+    name="tokens", record="manifest.json", group="tokenizers",
     code=("src/lmforge/tokenization", "src/lmforge/splits.py"),
     tools=frozenset({"numpy"}),
     run=run, summary=summary, check=check, metadata=metadata,
