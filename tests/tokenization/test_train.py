@@ -87,6 +87,27 @@ def test_metrics(trained):
     assert set(metrics["unigram"]["architectures"]) == {"t5", "switch", "albert", "xlnet"}
 
 
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_bytes_per_token_is_a_count_on_the_validation_documents(trained, kind):
+    """metrics.json's counts, recounted: the validation documents of the clean corpus (none of
+    the train or test split), their UTF-8 bytes over the saved tokenizer's tokens without specials."""
+    import pyarrow.parquet as pq
+
+    from lmforge.splits import split_of
+
+    tmp, params, metrics = trained
+    table = pq.read_table(tmp / "clean" / "shard-00000.parquet").to_pylist()
+    texts = [r["text"] for r in table if split_of(r["id"], params.split) == "validation"]
+    tok = Tokenizer.from_file(str(tmp / "tokenizers" / kind / "tokenizer.json"))
+    n_tokens = sum(len(tok.encode(t, add_special_tokens=False).ids) for t in texts)
+    n_bytes = sum(len(t.encode("utf-8")) for t in texts)
+    m = metrics[kind]
+    assert 0 < len(texts) < len(table) and m["documents"] == len(texts)
+    assert m["tokens"] == n_tokens
+    assert m["bytes_per_token"] == round(n_bytes / n_tokens, 4)
+    assert m["tokens_per_word"] == round(n_tokens / sum(len(t.split()) for t in texts), 4)
+
 def test_fertility_and_token_length_histograms_are_drawn_and_shown(trained):
     from types import SimpleNamespace
 
