@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 import signal
 import socket
@@ -57,6 +58,12 @@ def test_pretrain_writes_model_history_metrics_and_mlflow_run(project):
     assert all(float(r["tokens_per_second"]) > 0 and float(r["lr"]) > 0 for r in rows)
     v = metrics["validation"]
     assert 0 < v["loss"] and 0 <= v["accuracy"] <= 1 and v["predicted_tokens"] > 0 and v["bits_per_byte"] > 0
+    # the headline numbers follow from the loss: e^loss, and bits over the bpe tokenizer's bytes per token
+    tokenizer = json.loads((Path(params.tokenizer.output) / "bpe" / "metrics.json").read_text())
+    assert v["perplexity"] == pytest.approx(math.exp(v["loss"]), rel=1e-9)
+    assert v["bits_per_byte"] == pytest.approx(v["loss"] / math.log(2) / tokenizer["bytes_per_token"], rel=1e-9)
+    assert v["unigram_bits_per_byte"] == pytest.approx(v["unigram_loss"] / math.log(2) / tokenizer["bytes_per_token"], rel=1e-9)
+    assert v["uniform_loss"] == pytest.approx(math.log(tokenizer["vocab_size"]), rel=1e-12)
     # the reloaded model (safetensors, no pickle) gives the saved model's outputs
     model = load_model_dir(out / "model")
     assert not list((out / "model").glob("*.pt*")) and (out / "model" / "tokenizer" / "tokenizer.json").exists()
