@@ -232,7 +232,7 @@ def _targets(objective: str, out, batch) -> list[tuple[torch.Tensor, torch.Tenso
     return flat
 
 
-def _own_loss(arch: str, objective: str, out) -> torch.Tensor:
+def _own_loss(arch: str, objective: str, out) -> tuple[torch.Tensor, ...]:
     """The model's training loss of the predicted tokens alone (without NSP/SOP, router losses):
     the mean over one batch (ELMo: over each direction)."""
     if objective == "bilm":
@@ -252,7 +252,8 @@ def test_validation_loss_equals_cross_entropy_of_the_same_logits(stores, arch, o
     train, validation = open_objective(params, objective, "train"), open_objective(params, objective, "validation")
     vocab = validation.vocab
     data = ObjectiveDataModule(train, validation, batch_size=4, micro_steps=2, seed=0,
-                               pad_id=vocab.pad if vocab.pad is not None else 0, ordered=bool(getattr(validation, "ordered", False)))
+                               pad_id=vocab.pad if vocab.pad is not None else 0,
+                               ordered=bool(getattr(validation, "ordered", False)))
     batches = list(data.validation_loader(2))
     train_batches = [data.collate([data.train_data[(0, i)] for i in range(j, j + 4)]) for j in (0, 4)]
     assert len(batches) == 2
