@@ -1,5 +1,7 @@
 """The task families' metrics against hand computations and the reference libraries."""
 
+import math
+import random
 import subprocess
 import sys
 import warnings
@@ -14,6 +16,8 @@ from lmforge.finetuning.metrics.generation import exact_match as generation_exac
 from lmforge.finetuning.metrics.regression import correlations
 from lmforge.finetuning.metrics.spans import exact_match, normalize_answer, squad_scores, token_f1
 from lmforge.finetuning.metrics.tagging import entity_scores, to_iob2
+
+from ..cleaning.corpus_gen import WORDS
 
 # --- tagging -----------------------------------------------------------------------------------
 
@@ -225,9 +229,55 @@ def test_bleu_and_chrf():
     preds = ["the cat sat on the mat today", "a quick brown dog jumped over fences"]
     refs = ["the cat sat on a mat today", "the quick brown fox jumped over the fence"]
     s = bleu(preds, refs)
-    assert s["bleu"] == pytest.approx(sacrebleu.corpus_bleu(preds, [refs]).score / 100)
+    # chrF: only the scale and the wiring are checked here (sacrebleu on both sides)
     assert s["chrf"] == pytest.approx(sacrebleu.corpus_chrf(preds, [refs]).score / 100)
-    assert 0.0 < s["bleu"] < 1.0 and 0.0 < s["chrf"] < 1.0
+    assert 0.0 < s["chrf"] < 1.0
+
+
+def test_bleu_by_hand():
+    """Corpus BLEU counted by hand (no punctuation: the 13a tokens are the words).
+
+    the cat sat on the mat today / the cat sat on a mat today: 1-grams 6/7 ("the" clipped to
+    one), 2-grams 4/6 (the cat, cat sat, sat on, mat today), 3-grams 2/5 (the cat sat, cat sat
+    on), 4-grams 1/4 (the cat sat on).
+    a quick brown dog jumped over fences / the quick brown fox jumped over the fence: 1-grams
+    4/7 (quick brown jumped over), 2-grams 2/6 (quick brown, jumped over), 3- and 4-grams 0/5, 0/4.
+    Corpus: 10/14, 6/12, 2/10, 1/8, geometric mean (1/112)^(1/4); 14 words against 15:
+    brevity penalty exp(1 - 15/14).
+    """
+    preds = ["the cat sat on the mat today", "a quick brown dog jumped over fences"]
+    refs = ["the cat sat on a mat today", "the quick brown fox jumped over the fence"]
+    assert bleu(preds, refs)["bleu"] == pytest.approx(math.exp(-1 / 14) * (1 / 112) ** 0.25, rel=1e-12)
+    # no 4-gram shared: exponential smoothing counts the first order with no match as
+    # 1 / (2 * its n-grams). the cat sat down on the mat / the cat sat on the mat: 6/7, 4/6,
+    # 2/5, 4-grams 0 of 4 -> 1/8; 7 words against 6: no brevity penalty
+    assert bleu(["the cat sat down on the mat"], ["the cat sat on the mat"])["bleu"] == pytest.approx((1 / 35) ** 0.25, rel=1e-12)
+    # a prediction shorter than four words has no 4-gram at all: its order has no n-gram to
+    # smooth, so its precision is 0 and BLEU is 0, as in sacrebleu
+    assert bleu(["the cat"], ["the cat sat"])["bleu"] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_bleu_against_nltk():
+    """The same corpus BLEU from NLTK's implementation (its ``method3`` is NIST's geometric
+    smoothing, sacrebleu's ``exp``), on generated pairs of words with no punctuation. Every
+    prediction has at least four words: NLTK counts a prediction without n-grams of an order as
+    having one (``max(1, count)``), sacrebleu as having none, so the two differ there."""
+    from nltk.translate.bleu_score import SmoothingFunction, corpus_bleu
+
+    rng = random.Random(5)
+    preds, refs = [], []
+    for _ in range(300):
+        ref = [rng.choice(WORDS) for _ in range(rng.randint(5, 20))]
+        pred = [w if rng.random() < 0.7 else rng.choice(WORDS) for w in ref]
+        if rng.random() < 0.5:
+            del pred[rng.randrange(len(pred))]
+        refs.append(" ".join(ref))
+        preds.append(" ".join(pred))
+    for n in (300, 40, 3):
+        expected = corpus_bleu([[r.split()] for r in refs[:n]], [p.split() for p in preds[:n]],
+                               smoothing_function=SmoothingFunction().method3)
+        assert 0.05 < expected < 0.95
+        assert bleu(preds[:n], refs[:n])["bleu"] == pytest.approx(expected, rel=1e-9)
 
 
 def test_generation_exact_match_and_scores():

@@ -8,7 +8,9 @@
   up to 4-grams, exponential smoothing, brevity penalty) and corpus chrF (``corpus_chrf``:
   character 6-grams, beta 2) over all pairs at once, not a mean of sentence scores. sacrebleu
   reports 0-100; the values here are divided by 100 (and clipped to [0, 1] against its last-bit
-  rounding). A corpus with no 4-gram shared scores BLEU 0;
+  rounding). Smoothing: the k-th n-gram order with no match counts as 1 / (2^k * its n-grams),
+  so a corpus with no 4-gram shared still scores; one that shares no word at all, or whose
+  predictions have no 4-gram, scores 0;
 - ``exact_match``: the share of predictions equal to their reference after
   ``spans.normalize_answer`` (SQuAD's normalisation: case, punctuation, articles, whitespace);
 - ``generation_scores``: the named ones of these in one flat dict.
