@@ -60,7 +60,7 @@ def test_an_fsdp_checkpoint_resumes_after_sigkill_with_the_same_losses(project):
     edit_recipe(project, "gpt", model=no_dropout)
     write_params(project, train={**GPU, "strategy": "fsdp", "max_steps": steps, "checkpoint_every": 25},
                  tracking={"enabled": False})
-    kill_after_first_checkpoint(project, "gpt")
+    kill_after_first_checkpoint(project, "gpt", 25)
     resumed = lmforge(project, "pretrain", "gpt")
     _, err = resumed.communicate(timeout=600)
     assert resumed.returncode == 0, err[-3000:]
