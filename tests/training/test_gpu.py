@@ -78,6 +78,8 @@ def test_an_fsdp_checkpoint_resumes_after_sigkill_with_the_same_losses(project):
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(torch.cuda.device_count() < 2,
+                    reason="needs two GPUs or more: on one, torchrun's single process would be compared with a single process")
 @pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
 def test_torchrun_on_every_gpu_matches_one_process(project, strategy):
     """``torchrun`` with one process per GPU of this machine, each taking its share of the same
