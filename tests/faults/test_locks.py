@@ -9,39 +9,48 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
+import threading
 from pathlib import Path
 
 import pytest
 
-from lmforge.locks import OutputLocked, holder, output_lock
+from lmforge.locks import OutputLocked, holder, lock_file, output_lock
+
+from ..waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def hold(output: Path, seconds: float) -> subprocess.Popen:
-    """Another process holding the lock on ``output`` for ``seconds``; returns once it holds it."""
+def hold(output: Path) -> subprocess.Popen:
+    """Another process holding the lock on ``output`` until a line comes on its stdin (or its
+    stdin closes); returns once it holds it."""
     code = textwrap.dedent(f"""
-        import sys, time
+        import sys
         from lmforge.locks import output_lock
         with output_lock({str(output)!r}, command="the holder"):
             print("held", flush=True)
-            time.sleep({seconds})
+            sys.stdin.readline()
     """)
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "held"
     return proc
 
 
+def release(proc: subprocess.Popen) -> int:
+    """Let the holder leave its lock and end; its exit status."""
+    proc.stdin.write("\n")
+    proc.stdin.close()
+    return proc.wait(timeout=120)
+
+
 def test_a_second_writer_fails_at_once_naming_the_holder(tmp_path):
     out = tmp_path / "data" / "clean"
-    proc = hold(out, 30)
+    proc = hold(out)
     try:
-        started = time.time()
         with pytest.raises(OutputLocked) as err:
             with output_lock(out):
                 pass
-        assert time.time() - started < 5
+        assert proc.poll() is None  # at once: refused while the holder still holds it, not after a wait
         message = str(err.value)
         assert "\n" not in message and str(out) in message and f"pid {proc.pid}" in message and "the holder" in message
         assert holder(out)["pid"] == proc.pid
@@ -52,20 +61,33 @@ def test_a_second_writer_fails_at_once_naming_the_holder(tmp_path):
 
 def test_a_waiting_writer_says_whom_it_waits_for_and_gets_the_lock(tmp_path):
     out = tmp_path / "models" / "gpt" / "pretrain"
-    proc = hold(out, 1.5)
+    proc = hold(out)
     logs: list[str] = []
-    started = time.monotonic()
-    with output_lock(out, wait=True, log=logs.append, poll_seconds=0.05):
-        assert time.monotonic() - started > 1.0  # it waited for the holder's 1.5 s
-        assert holder(out)["pid"] == os.getpid()
-    assert proc.wait(timeout=30) == 0
-    assert len(logs) == 1 and f"waiting for pid {proc.pid}" in logs[0]
+    inside: list[object] = []
+    released = threading.Event()
+
+    def waiter() -> None:
+        with output_lock(out, wait=True, log=logs.append, poll_seconds=0.05):
+            inside.append(released.is_set())  # it got in only after the holder was let go
+            inside.append(holder(out)["pid"])
+
+    thread = threading.Thread(target=waiter)
+    thread.start()
+    try:
+        wait_for(lambda: logs, "the waiter saying whom it waits for", alive=thread.is_alive)
+        assert not inside  # it waits while the holder holds the lock
+        assert len(logs) == 1 and f"waiting for pid {proc.pid}" in logs[0]
+    finally:
+        released.set()
+        assert release(proc) == 0
+        thread.join(120)
+    assert not thread.is_alive() and inside == [True, os.getpid()]
     assert holder(out) is None  # released: nobody holds it
 
 
 def test_the_lock_of_a_killed_process_is_taken_over(tmp_path):
     out = tmp_path / "data" / "tokens"
-    proc = hold(out, 60)
+    proc = hold(out)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     logs: list[str] = []
@@ -76,11 +98,19 @@ def test_the_lock_of_a_killed_process_is_taken_over(tmp_path):
 
 def test_only_rank_zero_takes_the_lock(tmp_path, monkeypatch):
     out = tmp_path / "models" / "bert" / "pretrain"
-    proc = hold(out, 30)
+    proc = hold(out)
+    record = lock_file(out).with_name(lock_file(out).name + ".json")
+    before = record.read_bytes()
     try:
         monkeypatch.setenv("RANK", "1")
-        with output_lock(out):  # another rank of the holder's launch: no lock of its own
-            pass
+        with output_lock(out):  # another rank of the holder's launch: no lock of its own, no refusal
+            assert holder(out)["pid"] == proc.pid and record.read_bytes() == before
+        assert proc.poll() is None and record.read_bytes() == before  # the holder's lock and record untouched
+        # rank 0 of another launch would have been refused: the lock is still held
+        monkeypatch.setenv("RANK", "0")
+        with pytest.raises(OutputLocked, match=f"pid {proc.pid}"):
+            with output_lock(out):
+                pass
     finally:
         proc.kill()
         proc.wait()

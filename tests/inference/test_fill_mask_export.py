@@ -56,8 +56,19 @@ def test_sentinel_blanks_get_the_spans_the_model_writes(models, arch):
 
 
 def test_bart_rewrites_the_text(models):
+    from lmforge.inference.generate import Settings, generate_ids
+
     loaded = redraw_weights(load(models["bart"]), 0.2, seed=2)
-    assert isinstance(fill_mask(loaded, "Return the <mask> of the parser.").sequence, str)
+    text = "Return the <mask> of the parser."
+    filled = fill_mask(loaded, text)
+    # the text the model writes, greedily, from <s> text </s> (its pretraining layout), <mask> its mask token
+    ids = [loaded.vocab.bos, *loaded.tokenizer.encode([text])[0], loaded.vocab.eos]
+    assert loaded.vocab.mask in ids
+    settings = Settings(max_new_tokens=10 + 2 * (len(ids) - 2))  # fill_mask's default budget for this text
+    written = generate_ids(loaded, ids, settings)
+    assert written and filled.sequence == loaded.decode(written) and filled.blanks == []
+    generic = fill_mask(loaded, "Return the [MASK] of the parser.", settings=settings)  # the generic mark
+    assert generic.sequence == filled.sequence
 
 
 def test_fill_mask_errors(models):

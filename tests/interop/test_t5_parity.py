@@ -15,7 +15,7 @@ import torch
 import transformers
 
 from lmforge.interop._t5 import t5_from_hf, t5_to_hf, untie_lm_head
-from lmforge.models import t5
+from lmforge.models import generation, t5
 from lmforge.models.layers import ConfigError
 
 ATOL = 1e-4
@@ -161,7 +161,6 @@ def test_exported_directory_loads_with_auto_classes(variant, head, tmp_path):
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("num_beams", [1, 3])
 def test_generation_gives_the_same_tokens_as_transformers(variant, num_beams):
-    generation = pytest.importorskip("lmforge.models.generation", reason="lmforge.models.generation not written yet")
     hf = make_hf(variant, "ForConditionalGeneration")
     with torch.no_grad():  # larger weights: confident, varied continuations
         for p in hf.parameters():

@@ -100,7 +100,10 @@ def test_pad_batch_statistics_and_determinism():
         assert bool((batch["backward_labels"][j, n:] == IGNORE_INDEX).all())
     stats = obj.statistics(examples)
     assert stats["forward_targets"] == stats["backward_targets"] == sum(len(e["input_ids"]) - 1 for e in examples)
-    assert stats["unk_fraction"] == pytest.approx(0.02, abs=0.02)
+    words = [int(t) for e in examples for t in e["input_ids"] if t not in (VOCAB.bos, VOCAB.eos)]
+    assert stats["words"] == len(words)
+    unk = sum(t == VOCAB.unk for t in words)
+    assert unk > 0 and stats["unk_fraction"] == round(unk / len(words), 6)  # the corpus's 2% of <unk>
     a, b = obj.example(3, rng_for(0, 0, 3)), obj.example(3, rng_for(9, 9, 3))
     assert all(np.array_equal(a[k], b[k]) for k in a)
 

@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 import pytest
+from pydantic import ValidationError
 
 from lmforge.objectives.base import Corpus, Document, ObjectiveError, Vocab, rng_for
 from lmforge.objectives.denoising import (
@@ -362,5 +363,5 @@ def test_config_defaults_are_bart_large():
     c = Denoising.Config()
     assert (c.infill_ratio, c.random_token_prob, c.poisson_lambda, c.replace_length) == (0.3, 0.1, 3.0, 1)
     assert (c.permute_sentences, c.rotate_ratio, c.insert_ratio, c.delete_ratio, c.token_mask_ratio) == (1.0, 0, 0, 0, 0)
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError, match=r"mask\n  Extra inputs are not permitted"):
         Denoising.Config(mask=0.3)

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from pydantic import ValidationError
 
 from lmforge.objectives.base import Corpus, Document, ObjectiveError, Vocab, rng_for
 from lmforge.objectives.features import pad_batch
@@ -269,6 +270,6 @@ def test_tokenizer_without_needed_tokens(missing, match):
 
 
 def test_config_is_strict():
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError, match=r"noise_densty\n  Extra inputs are not permitted"):
         SpanCorruption.Config(noise_densty=0.2)
     assert SpanCorruption.Config().model_dump() == {"input_length": 512, "noise_density": 0.15, "mean_noise_span_length": 3.0}

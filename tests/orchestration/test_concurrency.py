@@ -9,13 +9,13 @@ import shutil
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 from dagster import DagsterEventType, DagsterInstance
 
 from lmforge.slots import slot_count, slot_gpus, training_slot
 from tests.training.conftest import REPO
+from tests.waiting import wait_for
 
 from .test_dagster import make_project
 
@@ -77,21 +77,20 @@ def test_training_slots_hand_out_each_slot_once_and_wait_when_all_are_taken(tmp_
     def hold(name: str) -> None:
         with training_slot(tmp_path, 2, log=lambda m: events.append((f"{name} waits", -1)), poll=0.05) as slot:
             events.append((name, slot))
-            release.wait(30)
+            release.wait(120)
 
     first, second = threading.Thread(target=hold, args=("a",)), threading.Thread(target=hold, args=("b",))
     first.start(), second.start()
-    deadline = time.monotonic() + 10
-    while len(events) < 2 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_for(lambda: len(events) >= 2, "both holders in a slot")
     assert sorted(slot for _, slot in events) == [0, 1]  # two holders, two different slots
     third = threading.Thread(target=hold, args=("c",))
     third.start()
-    time.sleep(0.5)
-    assert ("c waits", -1) in events and not any(name == "c" for name, _ in events)
+    wait_for(lambda: ("c waits", -1) in events, "the third holder saying it waits", alive=third.is_alive)
+    assert not any(name == "c" for name, _ in events)  # it found both slots taken: no slot of its own
     release.set()
     for t in (first, second, third):
-        t.join(10)
+        t.join(120)
+    assert not any(t.is_alive() for t in (first, second, third))
     assert [slot for name, slot in events if name == "c"] in ([0], [1])
 
 

@@ -45,6 +45,7 @@ from lmforge.config import load_params, parse_params
 from lmforge.stages import build_stages, write_dvc_yaml
 from tests.cleaning.corpus_gen import page, write_jsonl
 from tests.training.conftest import REPO, write_params, write_task
+from tests.waiting import wait_for
 
 with pytest.MonkeyPatch.context() as env:  # the module builds `defs` of $LMFORGE_PROJECT (else the cwd) on import
     env.setenv("LMFORGE_PROJECT", str(REPO))
@@ -355,7 +356,6 @@ def test_a_run_waits_while_another_run_materializes_the_same_asset(tmp_path):
     """The project's dagster.yaml limits each asset's pool to one step: while another run holds
     the slot of `clean`, a run materializing it waits, and runs once the slot is free."""
     import threading
-    import time
 
     root = make_project(tmp_path / "project", orchestrate={"dvc_commit": False})
     home = tmp_path / "dagster_home"
@@ -370,7 +370,12 @@ def test_a_run_waits_while_another_run_materializes_the_same_asset(tmp_path):
         box: dict = {}
         runner = threading.Thread(target=lambda: box.update(result=materialize(defs, ["clean"], instance)))
         runner.start()
-        time.sleep(8)
+
+        def blocked() -> bool:
+            return any("Step blocked by limit for pool lmforge/clean" in (entry.user_message or "")
+                       for run in instance.get_runs() for entry in instance.all_logs(run.run_id))
+
+        wait_for(blocked, "the run saying its step is blocked by the pool", alive=runner.is_alive)
         assert runner.is_alive() and not (root / "data/clean/stats.json").exists()  # waiting for the slot
         storage.free_concurrency_slots_for_run("another-run")
         runner.join(timeout=300)

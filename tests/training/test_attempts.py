@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ from lmforge.tracking import TrackingUnavailable
 from lmforge.training.pretrain import run_pretrain
 
 from ..mlflow_server import free_port
+from ..waiting import wait_for
 
 
 def snapshot(folder: Path) -> dict[str, str]:
@@ -37,11 +37,12 @@ def test_changed_settings_with_a_dead_tracking_server_fail_fast_and_touch_nothin
     assert any(".pretrain.attempts/" in k and k.endswith("checkpoints/last.ckpt") for k in before)
     uri = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     changed = load_params(project / "params.yaml", ["train.max_steps=2", f"tracking.uri={uri}", "tracking.timeout_seconds=2"])
-    started = time.time()
+    logs: list[str] = []
     with pytest.raises(TrackingUnavailable) as err:
-        run_pretrain(changed, "gpt", log=lambda m: None)
-    assert time.time() - started < 30
-    assert uri in str(err.value) and "\n" not in str(err.value)
+        run_pretrain(changed, "gpt", log=logs.append)
+    # fails fast: one check with the configured timeout, before any training starts
+    assert uri in str(err.value) and "within 2 s" in str(err.value) and "\n" not in str(err.value)
+    assert not any(line.startswith("pretrain gpt: ") and "steps x" in line for line in logs), logs
     assert snapshot(models) == before
 
 
@@ -98,7 +99,7 @@ def test_only_restart_discards_the_resume_state(project):
 @pytest.mark.slow
 def test_a_cancelled_pipes_launch_stops_within_the_wait_and_leaves_a_resumable_checkpoint(project):
     """Cancelling a Dagster run sends SIGINT to the Pipes subprocess (``forward_termination``) and
-    waits ``termination_timeout_seconds`` for it: the launched training stops within that, its
+    waits ``termination_timeout_seconds`` for it: the launched training stops by itself, its
     lock is released, the output is untouched, and the next launch resumes from the checkpoint."""
     from dagster_project.definitions import defs
 
@@ -114,15 +115,14 @@ def test_a_cancelled_pipes_launch_stops_within_the_wait_and_leaves_a_resumable_c
     params_file.write_text(yaml.safe_dump(p))
     attempts = project / "models" / "gpt" / ".pretrain.attempts"
     proc = subprocess.Popen(command, cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 300
-    while not list(attempts.glob("*/checkpoints/last.ckpt")):
-        assert proc.poll() is None, proc.communicate()[1]
-        assert time.time() < deadline
-        time.sleep(0.05)
+    wait_for(lambda: list(attempts.glob("*/checkpoints/last.ckpt")), "the first last.ckpt", timeout=300,
+             alive=lambda: proc.poll() is None)
     proc.send_signal(signal.SIGINT)
-    stopped = time.time()
-    proc.communicate(timeout=60)
-    assert time.time() - stopped < 20 and proc.returncode != 0
+    # it stops by itself: Lightning's graceful shutdown on an interrupt exits 1 (an interrupt nobody
+    # handled would end it with -SIGINT, and the Dagster run's SIGKILL after the wait with -SIGKILL);
+    # the deadline only bounds a hang
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, err[-3000:]
     out = project / "models" / "gpt" / "pretrain"
     assert not (out / "metrics.json").exists() and not (out.parent / "pretrain.lock.json").exists()
     again = subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=600)

@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 import random
 
+import numpy as np
 import pytest
+import torch
 import yaml
 
 from lmforge.config import load_params
@@ -35,7 +37,11 @@ def write_sts(folder, rng: random.Random) -> None:
 
 @pytest.mark.parametrize("arch", ["bert", "t5"])
 def test_regression_fine_tunes_on_mse_and_selects_on_pearson(project, arch):
+    from scipy.stats import rankdata
+
+    from lmforge.finetuning.features import collate, encode_split, pad_id
     from lmforge.finetuning.metrics.regression import correlations
+    from lmforge.models.folder import load_model_dir
     from lmforge.finetuning.tasks import load_task
     from lmforge.training import finetune
 
@@ -54,13 +60,25 @@ def test_regression_fine_tunes_on_mse_and_selects_on_pearson(project, arch):
                                                                               "pearson")
     assert m["validation"]["pearson"] == m["best_validation_pearson"] == m["selection"]["best_value"]
     t = m["test"]
-    assert t["examples"] == 12 and -1.0 <= t["pearson"] <= 1.0 and -1.0 <= t["spearman"] <= 1.0 and t["mse"] >= 0
     task = load_task(str(task_dir), params, seed=params.train.seed)
     gold = [e.label for e in task.splits["test"]]
+    # the test scores are those of the saved model's values on the test pairs, recomputed here
+    # with NumPy (Pearson of the values, of their ranks; the mean squared error)
+    out = project / "models" / arch / "STS-B-scratch"
+    model, tok_dir = load_model_dir(out / "model"), out / "model" / "tokenizer"
+    encoded = encode_split(task, "test", arch, tok_dir, params.finetune.max_length, {}, mode="regression")
+    batch = collate(encoded, pad_id(arch, tok_dir))
+    with torch.no_grad():
+        values = model(**{k: v for k, v in batch.items() if k != "labels"}).logits.float().reshape(-1).numpy()
+    assert batch["labels"].float().tolist() == pytest.approx(gold)
+    g = np.asarray(gold)
+    assert t["examples"] == 12 and values.std() > 0
+    assert t["pearson"] == pytest.approx(np.corrcoef(values, g)[0, 1], abs=1e-5)
+    assert t["spearman"] == pytest.approx(np.corrcoef(rankdata(values), rankdata(g))[0, 1], abs=1e-5)
+    assert t["mse"] == pytest.approx(np.mean((values - g) ** 2), rel=1e-5)
     mean = sum(e.label for e in task.splits["train"]) / len(task.splits["train"])
     assert m["baselines"]["mean"]["mse"] == pytest.approx(correlations([mean] * 12, gold)["mse"])
     assert m["baselines"]["mean"]["pearson"] == 0.0 and "pearson" in m["baselines"]["bag_of_words"]
-    out = project / "models" / arch / "STS-B-scratch"
     meta = json.loads((out / "model" / "lmforge_model.json").read_text())
     assert meta["head"] == "classification" and meta["num_labels"] == 1
     assert json.loads((out / "labels.json").read_text())["mode"] == "regression"

@@ -10,7 +10,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ from lmforge.models.layers import ModelOutput
 from lmforge.training.module import LMForgeModule, NonFiniteLossError, lr_lambda
 from lmforge.training.recipes import OptimConfig
 
+from ..waiting import wait_for
 from .conftest import edit_recipe, write_params
 
 
@@ -106,16 +106,15 @@ def test_a_training_run_logs_the_machine_s_use_as_system_metrics(project):
         assert history and all(m.value >= 0 for m in history), sorted(keys)
 
 
-def kill_after_first_checkpoint(root: Path, arch: str, *args: str) -> None:
-    """Start ``lmforge pretrain arch *args`` and SIGKILL it once its first last.ckpt is written."""
+def kill_after_first_checkpoint(root: Path, arch: str, every: int, *args: str) -> None:
+    """Start ``lmforge pretrain arch *args`` and SIGKILL it once its first last.ckpt (that of step
+    ``every``) is written whole."""
     attempts = root / "models" / arch / ".pretrain.attempts"
     proc = lmforge(root, "pretrain", arch, *args)
-    deadline = time.time() + 300
-    while not list(attempts.glob("*/checkpoints/last.ckpt")):
-        assert proc.poll() is None, proc.communicate()[1][-3000:]
-        assert time.time() < deadline
-        time.sleep(0.01)
-    time.sleep(0.3)
+    (last,) = wait_for(lambda: list(attempts.glob("*/checkpoints/last.ckpt")), "the first last.ckpt", timeout=300,
+                       alive=lambda: proc.poll() is None)
+    # written whole before it appears under its name (Lightning writes it through a transaction)
+    assert torch.load(last, map_location="cpu", weights_only=False)["global_step"] == every
     assert proc.poll() is None, "the run finished before it could be killed; make it longer"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
@@ -127,7 +126,7 @@ def test_resume_after_sigkill_reaches_the_same_losses(project):
     checkpoint (data position, optimizer, schedule, RNG) and logs the losses an uninterrupted run logs."""
     steps = 40
     common = ["--set", f"train.max_steps={steps}", "--set", "train.checkpoint_every=5", "--set", "tracking.enabled=false"]
-    kill_after_first_checkpoint(project, "gpt", *common)
+    kill_after_first_checkpoint(project, "gpt", 5, *common)
     assert not (project / "models" / "gpt" / "pretrain" / "metrics.json").exists()
     resumed = lmforge(project, "pretrain", "gpt", *common)
     _, err = resumed.communicate(timeout=600)

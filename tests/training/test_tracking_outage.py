@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -38,12 +39,17 @@ def server(_shared_server):
 
 
 @pytest.mark.slow
-def test_a_run_keeps_what_it_cannot_send_and_sends_it_when_the_server_is_back(server, tmp_path):
+def test_a_run_keeps_what_it_cannot_send_and_sends_it_when_the_server_is_back(server, tmp_path, monkeypatch):
     from mlflow import MlflowClient
 
+    from lmforge.tracking import tracker as tracker_module
+
+    # the tracker's clock, moved on by the test: the retry falls due when the test says so
+    ahead = [0.0]
+    monkeypatch.setattr(tracker_module, "time", SimpleNamespace(time=lambda: time.time() + ahead[0]))
     logs: list[str] = []
     artifact = tmp_path / "history.csv"
-    tracker = Tracker(server.url, "outage", "run", spool_dir=tmp_path / "spool", retry_seconds=0.5,
+    tracker = Tracker(server.url, "outage", "run", spool_dir=tmp_path / "spool", retry_seconds=60,
                       timeout_seconds=2, log=logs.append)
     with tracker:
         tracker.log_params({"lr": 0.1})
@@ -57,18 +63,20 @@ def test_a_run_keeps_what_it_cannot_send_and_sends_it_when_the_server_is_back(se
         artifact.write_text("changed after logging\n")  # what was logged is what is sent
         assert tracker.offline and len(list(pending(tmp_path / "spool"))) == 1
         server.start()
-        time.sleep(0.6)
-        for step in (7, 8, 9):
+        tracker.log_metrics({"loss": 3.0}, 7)  # not yet time to ask again: kept
+        assert tracker.offline and not any("is back after" in line for line in logs), logs
+        ahead[0] += 60  # the retry falls due
+        for step in (8, 9):
             tracker.log_metrics({"loss": 10.0 - step}, step)
         assert not tracker.offline
     client = MlflowClient(server.url)
     history = client.get_metric_history(tracker.run_id, "loss")
-    assert sorted(m.step for m in history) == list(range(1, 10))
+    assert sorted((m.step, m.value) for m in history) == [(step, 10.0 - step) for step in range(1, 10)]
     run = client.get_run(tracker.run_id)
     assert run.info.status == "FINISHED" and run.data.params == {"lr": "0.1"}
     local = client.download_artifacts(tracker.run_id, "history.csv", str(tmp_path / "download"))
     assert Path(local).read_text() == "step,loss\n"
-    assert any("does not answer" in line for line in logs) and any("is back" in line for line in logs)
+    assert any("does not answer" in line for line in logs) and any("is back after" in line for line in logs)
     assert not list(pending(tmp_path / "spool"))  # nothing left behind
 
 
@@ -83,10 +91,10 @@ def test_pretraining_through_an_outage_finishes_and_all_its_metrics_reach_mlflow
     spool = tmp_path / "spool"
     params = load_params(project / "params.yaml", [f"tracking.uri={server.url}", "train.max_steps=30", "train.log_every=1",
                                                    f"tracking.spool_dir={spool}", "tracking.retry_seconds=1"])
-    restarted = threading.Event()
+    noticed, restarted = threading.Event(), threading.Event()
 
-    def restart_later() -> None:
-        time.sleep(3)
+    def restart_once_noticed() -> None:
+        noticed.wait(timeout=180)
         server.start()
         restarted.set()
 
@@ -96,7 +104,9 @@ def test_pretraining_through_an_outage_finishes_and_all_its_metrics_reach_mlflow
         logs.append(message)
         if message.startswith("pretrain gpt: ") and "steps x" in message:  # training starts now
             server.stop()
-            threading.Thread(target=restart_later, daemon=True).start()
+            threading.Thread(target=restart_once_noticed, daemon=True).start()
+        if "does not answer" in message:  # the run noticed: the server comes back while it trains
+            noticed.set()
 
     metrics = run_pretrain(params, "gpt", log=log)
     assert metrics["steps"] == 30
