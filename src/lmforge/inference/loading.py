@@ -99,4 +99,5 @@ def load(spec: str | Path, *, train_output: str | Path = "models", task: str | N
         tokenizer = load_tokenizer(arch, directory / "tokenizer")
     except FeatureError as exc:
         raise InferenceError(str(exc)) from exc
-    return LoadedModel(arch, directory, meta, load_model_dir(directory), tokenizer, read_task(directory))
+    return LoadedModel(arch, directory, meta, load_model_dir(directory, checked=meta), tokenizer,
+                       read_task(directory))

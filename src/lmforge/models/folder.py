@@ -185,14 +185,15 @@ def save_model_dir(model: torch.nn.Module, preset: str, head: str, config_overri
     return out_dir
 
 
-def load_model_dir(model_dir: str | Path) -> torch.nn.Module:
+def load_model_dir(model_dir: str | Path, *, checked: dict | None = None) -> torch.nn.Module:
     """Rebuild the model of a ``save_model_dir`` directory with ``build_model`` and load its
     safetensors weights (strict), on CPU, in eval mode, once :func:`check_model_dir` found the
-    record and the weights agree. Never unpickles."""
+    record and the weights agree (``checked``: the record a caller's own call of it returned, not
+    checked again). Never unpickles."""
     from safetensors.torch import load_model
 
     model_dir = Path(model_dir)
-    meta = check_model_dir(model_dir)  # sizes against the weights before any is allocated
+    meta = checked if checked is not None else check_model_dir(model_dir)  # sizes against the weights first
     model = _rebuild(meta["preset"], meta.get("head"), meta.get("num_labels"), meta.get("config_overrides") or {})
     load_model(model, str(model_dir / MODEL_FILE), strict=True)
     return model.eval()
