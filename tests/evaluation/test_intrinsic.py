@@ -19,7 +19,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lmforge.config import Params
 from lmforge.evaluation.intrinsic import evaluate_lm, target_counts, tokenizer_bytes_per_token
 from lmforge.models.layers import ModelOutput
 from lmforge.models.registry import ARCHITECTURES, build_model
@@ -189,20 +188,9 @@ def test_the_table_covers_every_architecture_and_objective():
 @pytest.fixture(scope="module")
 def stores(tmp_path_factory):
     """Tokenizers of every kind and their token stores, on a small generated corpus."""
-    from lmforge.tokenization.store import build_store
-    from lmforge.tokenization.train import run_tokenizers
-    from lmforge.tokenizer_kinds import KINDS
+    from ..tokenization.conftest import tokenized_project
 
-    from ..tokenization.conftest import params_for, small_corpus, write_clean
-
-    tmp = tmp_path_factory.mktemp("intrinsic")
-    write_clean(tmp / "clean", small_corpus(160))
-    base = params_for(tmp, unigram={"vocab_size": 300, "sentinels": 20})
-    params = Params.model_validate({**base.model_dump(mode="json"), "dataset": {"output": str(tmp / "datasets"), **SHORT}})
-    run_tokenizers(params, log=lambda m: None)
-    for kind in KINDS:
-        build_store(params, kind, log=lambda m: None)
-    return params
+    return tokenized_project(tmp_path_factory.mktemp("intrinsic"), 160, SHORT)
 
 
 def _targets(objective: str, out, batch) -> list[tuple[torch.Tensor, torch.Tensor]]:

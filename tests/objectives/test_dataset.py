@@ -12,25 +12,16 @@ from lmforge.datasets.stage import StaticDataset, build_dataset
 from lmforge.objectives.features import pad_batch
 from lmforge.objectives.registry import OBJECTIVE_TOKENIZER, OBJECTIVES
 from lmforge.tokenizer_kinds import KINDS
-from lmforge.tokenization.store import build_store
 
-from ..tokenization.conftest import params_for, small_corpus, write_clean
+from ..tokenization.conftest import tokenized_project
 
 SMALL = {"span_corruption": {"input_length": 128}, "segments": {"batch_size": 4}, "statistics_examples": 64}
 
 
 @pytest.fixture(scope="module")
 def pipeline(tmp_path_factory):
-    from lmforge.tokenization.train import run_tokenizers
-
     tmp = tmp_path_factory.mktemp("ds")
-    write_clean(tmp / "clean", small_corpus(300))
-    base = params_for(tmp, unigram={"vocab_size": 300, "sentinels": 20})
-    params = Params.model_validate({**base.model_dump(mode="json"), "dataset": {"output": str(tmp / "datasets"), **SMALL}})
-    run_tokenizers(params, log=lambda m: None)
-    for kind in KINDS:
-        build_store(params, kind, log=lambda m: None)
-    return tmp, params
+    return tmp, tokenized_project(tmp, 300, SMALL)
 
 
 def test_registry_and_tokenizer_map_agree():

@@ -49,6 +49,23 @@ def params_for(tmp_path, **tokenizer):
     })
 
 
+def tokenized_project(tmp_path, documents: int, dataset: dict) -> Params:
+    """A project of ``documents`` generated pages with tokenizers of every kind and their token
+    stores built (the unigram vocabulary small), ``dataset`` its dataset section."""
+    from lmforge.tokenization.store import build_store
+    from lmforge.tokenization.train import run_tokenizers
+    from lmforge.tokenizer_kinds import KINDS
+
+    write_clean(tmp_path / "clean", small_corpus(documents))
+    base = params_for(tmp_path, unigram={"vocab_size": 300, "sentinels": 20})
+    params = Params.model_validate({**base.model_dump(mode="json"), "dataset": {"output": str(tmp_path / "datasets"),
+                                                                                 **dataset}})
+    run_tokenizers(params, log=lambda m: None)
+    for kind in KINDS:
+        build_store(params, kind, log=lambda m: None)
+    return params
+
+
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     """Tokenizers of every kind trained on a small generated corpus."""
