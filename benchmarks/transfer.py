@@ -32,6 +32,20 @@ are drawn with the seed). Then one line per task: how many architectures beat th
 class by at least 5 points, reach bag of words, and show a gain that pays. ``--json OUT``
 writes every per-seed number.
 
+**The curve** (``--budgets M [M ...]``): the transfer gain against the pretraining's wall-clock
+budget. For each budget (minutes) every architecture is pretrained for that long
+(``train.budget_minutes``, the schedule decaying to its floor at the budget's end) into
+``<out>/budget-<M>min/<arch>/pretrain``, then fine-tuned per seed beside its from-scratch control;
+the controls do not depend on the budget and run once per seed (``<out>/scratch/seed-<s>``). The
+table has one row per (architecture, task, budget): the steps the budget bought, the validation
+loss against its unigram baseline, the two accuracies, the gain. The **time to pay** of an
+(architecture, task) is the least budget whose gain pays (the mean over seeds at least 3 points
+and above the seeds' spread); ``--chart PNG`` draws the gain against the minutes, one line per
+architecture, the spread as bars. The project's own models are never read or written in this mode.
+
+    python benchmarks/transfer.py --project P --arch bert --task docstring_package --budgets 1 2 4 \
+        --seeds 0 1 2 --set finetune.max_train_examples=1000 --chart curve.png --json curve.json
+
 Run it from anywhere: the runs happen in the project folder (paths in params are relative to
 it); ``--params``, ``--out``, ``--json`` and task folders are taken relative to the current
 folder (a task folder not found there is looked for in the project). Errors in the arguments
@@ -157,7 +171,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--pretrain", action="store_true", help="pretrain an architecture whose model is missing")
     parser.add_argument("--out", help="where the runs write (default: <project>/benchmarks/results/transfer)")
     parser.add_argument("--json", help="write every per-seed number to this file")
+    parser.add_argument("--budgets", nargs="+", type=float, metavar="MINUTES",
+                        help="the curve: pretrain for each of these wall-clock budgets (minutes), fine-tune each")
+    parser.add_argument("--chart", help="with --budgets: draw the curves into this PNG")
     args = parser.parse_args(argv)
+    if args.budgets is not None and (any(b <= 0 for b in args.budgets) or len(set(args.budgets)) != len(args.budgets)):
+        parser.error("--budgets: each budget is a positive number of minutes, given once")
+    if args.chart and args.budgets is None:
+        parser.error("--chart draws the curves of --budgets")
+    if args.budgets is not None and args.pretrain:
+        parser.error("--budgets pretrains for each budget itself; --pretrain is for the project's own models")
     if any(s < 0 for s in args.seeds):
         parser.error("--seeds: a seed is a non-negative integer")
     if len(set(args.seeds)) != len(args.seeds):
@@ -233,6 +256,8 @@ def run(args: argparse.Namespace) -> int:
 
     os.chdir(project)
     say = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
+    if args.budgets is not None:
+        return run_curve(args, base, archs, tasks, project, params_path, out_root, json_path, overrides, say)
     pretrained = {a: (project / layout.pretrain_dir(base, a)) for a in archs}
     missing = [a for a in archs if not (pretrained[a] / "model" / "model.safetensors").exists()]
     if missing and not args.pretrain:
@@ -269,6 +294,134 @@ def run(args: argparse.Namespace) -> int:
                                          "rows": rows}, indent=2) + "\n", encoding="utf-8")
         say(f"wrote {json_path}")
     return 0
+
+
+def budget_name(minutes: float) -> str:
+    return f"budget-{minutes:g}min"
+
+
+def run_curve(args, base, archs, tasks, project: Path, params_path: Path, out_root: Path, json_path: Path | None,
+              overrides: list[str], say) -> int:
+    """The curve mode: pretrain per budget, fine-tune per seed, one shared scratch control."""
+    from lmforge import layout
+    from lmforge.training.finetune import run_finetune
+    from lmforge.training.pretrain import run_pretrain
+
+    budgets = sorted(args.budgets)
+    if out_root == (project / base.train.output).resolve():
+        raise UsageError(f"--out {out_root} is the project's train.output; the benchmark writes elsewhere")
+    pretraining: dict[tuple[str, float], dict] = {}
+    for minutes in budgets:
+        params = with_values(base, budget_minutes=minutes, output=str(out_root / budget_name(minutes)))
+        for arch in archs:
+            say(f"== pretrain {arch} for {minutes:g} minutes")
+            m = run_pretrain(params, arch, log=say)
+            pretraining[(arch, minutes)] = {
+                "steps": m["steps"], "seconds": m["seconds"], "loss": m["validation"]["loss"],
+                "unigram_loss": m["validation"].get("unigram_loss"),
+                "path": str(project / layout.pretrain_dir(params, arch))}
+    runs = []
+    for seed in args.seeds:
+        scratch_params = with_values(base, seed=seed, output=str(out_root / "scratch" / f"seed-{seed}"))
+        for arch in archs:
+            # the control's model is built from the recipe alone; the link only gives it a pretraining folder to name
+            link_pretrained(Path(pretraining[(arch, budgets[0])]["path"]), out_root / "scratch" / f"seed-{seed}", arch)
+            for task in tasks:
+                say(f"== {arch} / {task} / seed {seed}: scratch")
+                scratch = run_finetune(scratch_params, arch, task, from_scratch=True, log=say)
+                for minutes in budgets:
+                    out = out_root / budget_name(minutes) / f"seed-{seed}"
+                    params = with_values(base, seed=seed, output=str(out))
+                    link_pretrained(Path(pretraining[(arch, minutes)]["path"]), out, arch)
+                    say(f"== {arch} / {task} / seed {seed}: pretrained {minutes:g} minutes")
+                    pre = run_finetune(params, arch, task, log=say)
+                    runs.append({**record(arch, pre["task"], seed, pre, scratch), "budget_minutes": minutes,
+                                 "pretraining": pretraining[(arch, minutes)]})
+    rows = curve_rows(runs)
+    print(format_curve(rows))
+    print()
+    for line in time_to_pay_lines(rows):
+        print(line)
+    if len(args.seeds) == 1:
+        print(f"(one seed: no spread; a gain pays when it exceeds {MIN_GAIN:g} points)")
+    if args.chart:
+        chart = Path(args.chart).expanduser().resolve()
+        chart.parent.mkdir(parents=True, exist_ok=True)
+        chart.write_bytes(draw_curves(rows))
+        say(f"wrote {chart}")
+    if json_path is not None:
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps({"project": str(project), "params": str(params_path), "seeds": args.seeds,
+                                         "budgets": budgets, "overrides": overrides, "output": str(out_root),
+                                         "runs": runs, "rows": rows, "time_to_pay": time_to_pay(rows)},
+                                        indent=2) + "\n", encoding="utf-8")
+        say(f"wrote {json_path}")
+    return 0
+
+
+def curve_rows(runs: list[dict]) -> list[dict]:
+    """:func:`summarize` per budget, each row with its ``budget_minutes`` and pretraining figures."""
+    rows = []
+    for minutes in sorted({r["budget_minutes"] for r in runs}):
+        group = [r for r in runs if r["budget_minutes"] == minutes]
+        for row in summarize(group):
+            first = next(r for r in group if (r["architecture"], r["task"]) == (row["architecture"], row["task"]))
+            rows.append({**row, "budget_minutes": minutes, "pretraining": first["pretraining"]})
+    rows.sort(key=lambda r: (r["architecture"], r["task"], r["budget_minutes"]))
+    return rows
+
+
+def time_to_pay(rows: list[dict]) -> dict[str, float | None]:
+    """``"<arch> / <task>"`` -> the least budget (minutes) whose gain pays; None where none does."""
+    out: dict[str, float | None] = {}
+    for r in rows:
+        key = f"{r['architecture']} / {r['task']}"
+        out.setdefault(key, None)
+        if r["pays"] and out[key] is None:
+            out[key] = r["budget_minutes"]
+    return out
+
+
+def time_to_pay_lines(rows: list[dict]) -> list[str]:
+    lines = []
+    covered = {f"{r['architecture']} / {r['task']}": r["budget_minutes"] for r in rows}  # the largest (rows sorted)
+    for key, minutes in time_to_pay(rows).items():
+        lines.append(f"{key}: time to pay {minutes:g} minutes" if minutes is not None
+                     else f"{key}: does not pay within {covered[key]:g} minutes")
+    return lines
+
+
+def format_curve(rows: list[dict]) -> str:
+    head = ["architecture", "task", "budget (min)", "steps", "val loss (unigram)", "pretrained acc.", "scratch acc.",
+            "gain (points)", "pays"]
+    lines = ["| " + " | ".join(head) + " |", "|---|---|" + "---:|" * 6 + ":---:|"]
+    for r in rows:
+        p = r["pretraining"]
+        unigram = f" ({p['unigram_loss']:.3f})" if p.get("unigram_loss") is not None else ""
+        cells = [r["architecture"], r["task"], f"{r['budget_minutes']:g}", str(p["steps"]), f"{p['loss']:.3f}{unigram}",
+                 pm(r["pretrained"]), pm(r["scratch"]), pm(r["gains"], signed=True), "yes" if r["pays"] else "no"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def draw_curves(rows: list[dict]) -> bytes:
+    """The gain (points) against the pretraining budget, one line per (architecture, task), the
+    seeds' standard deviation as error bars; the 3-point line dashed."""
+    from lmforge.charts import png, subplots
+
+    fig, ax = subplots(1, 1, figsize=(7.0, 4.0), layout="constrained")
+    for key in dict.fromkeys((r["architecture"], r["task"]) for r in rows):
+        group = [r for r in rows if (r["architecture"], r["task"]) == key]
+        ax.errorbar([r["budget_minutes"] for r in group], [r["gain"] for r in group],
+                    yerr=[r["gain_sd"] or 0.0 for r in group], marker="o", capsize=3, label=" / ".join(key))
+    ax.axhline(0.0, color="black", linewidth=0.8)
+    ax.axhline(MIN_GAIN, color="grey", linestyle="--", linewidth=1, label=f"pays: +{MIN_GAIN:g} points")
+    ax.set_xlabel("pretraining budget (wall-clock minutes)")
+    ax.set_ylabel("transfer gain (points, pretrained - scratch)")
+    ax.set_title("Time to pay")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small")
+    return png(fig)
 
 
 def finetune_pair(params, arch: str, task: str, seed: int, say) -> dict:

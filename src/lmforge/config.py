@@ -349,6 +349,9 @@ class TrainConfig(_Strict):
     seed: int = Field(0, ge=0)
     num_workers: int = Field(0, ge=0, description="DataLoader worker processes")
     max_steps: int | None = Field(None, ge=1, description="override every recipe's pretraining steps (quick experiments)")
+    budget_minutes: float | None = Field(None, gt=0, description="pretrain every recipe for this many wall-clock minutes "
+                                         "instead of its steps (max_steps, if given, caps the steps); the schedule "
+                                         "decays to its floor at the budget's end")
     finetune_max_steps: int | None = Field(None, ge=1, description="override every recipe's fine-tuning steps")
     checkpoint_every: int = Field(50, ge=1, description="optimizer steps between checkpoints (last.ckpt)")
     keep_attempts: int = Field(2, ge=1, description="attempts (checkpoints of one set of settings, beside the output in "

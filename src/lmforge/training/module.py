@@ -30,8 +30,10 @@ class NonFiniteLossError(LmforgeError, RuntimeError):
     """The loss became NaN or infinite: the run stops, naming the step."""
 
 
-def lr_lambda(optim: OptimConfig):
-    """Multiplier of the peak learning rate at optimizer step ``step`` (0-based)."""
+def lr_lambda(optim: OptimConfig, budget=None):
+    """Multiplier of the peak learning rate at optimizer step ``step`` (0-based). With a
+    wall-clock ``budget`` (:class:`~lmforge.training.budget.WallClockBudget`) the decay after the
+    warmup follows the budget's time used instead of the steps, reaching its floor when it is spent."""
     warmup, total, floor = optim.warmup_steps, optim.max_steps, optim.min_lr_ratio
 
     def factor(step: int) -> float:
@@ -39,7 +41,10 @@ def lr_lambda(optim: OptimConfig):
             return (step + 1) / warmup
         if optim.schedule == "constant":
             return 1.0
-        progress = min(1.0, (step - warmup) / max(1, total - warmup))
+        if budget is not None:
+            progress = budget.decay_progress()
+        else:
+            progress = min(1.0, (step - warmup) / max(1, total - warmup))
         if optim.schedule == "linear":
             return floor + (1.0 - floor) * (1.0 - progress)
         return floor + (1.0 - floor) * 0.5 * (1.0 + math.cos(math.pi * progress))
@@ -76,7 +81,7 @@ class LMForgeModule(pl.LightningModule):
 
     def __init__(self, model: nn.Module, optim: OptimConfig, *, carry_memory: bool = False, compile: bool = False,
                  compile_mode: str = "default", class_weights: torch.Tensor | None = None,
-                 layer_decay: float | None = None, finite_check_every: int = 1):
+                 layer_decay: float | None = None, finite_check_every: int = 1, budget=None):
         super().__init__()
         self.model = model
         self.optim = optim
@@ -84,6 +89,7 @@ class LMForgeModule(pl.LightningModule):
         self.class_weights = class_weights
         self.layer_decay = layer_decay
         self.finite_check_every = max(1, int(finite_check_every))
+        self.budget = budget  # a WallClockBudget: the schedule decays over its time
         self.micro_steps_done = 0  # micro-batches consumed: where the data stream resumes
         self.mems: list[torch.Tensor] | None = None
         self.val_mems: list[torch.Tensor] | None = None
@@ -163,7 +169,7 @@ class LMForgeModule(pl.LightningModule):
         fused = torch.cuda.is_available() and self.device.type == "cuda"
         groups = optimizer_groups(self.model, o.weight_decay, o.learning_rate, self.layer_decay)
         optimizer = torch.optim.AdamW(groups, lr=o.learning_rate, betas=o.betas, eps=o.eps, fused=fused or None)
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(o))
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(o, self.budget))
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
     def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None) -> None:

@@ -32,6 +32,7 @@ from ..objectives.base import Vocab
 from ..datasets.open import open_objective
 from ..objectives.registry import tokenizer_kind
 from .data import ObjectiveDataModule
+from .budget import WallClockBudget
 from .module import LMForgeModule
 from .progress import TrainingProgress
 from .recipes import Recipe, load_recipe, recipe_path, size_recipe
@@ -99,9 +100,10 @@ def run_pretrain(params: Params, arch: str, *, log: Callable[[str], None] = prin
     ordered = bool(getattr(train_obj, "ordered", False))
     batch_size = batch_size_for(params, recipe, optim.batch_size, ordered)
     carry_memory = arch == "transformer_xl"
+    budget = WallClockBudget(optim.budget_minutes) if optim.budget_minutes else None
     module = LMForgeModule(model, optim, carry_memory=carry_memory, compile=params.train.compile,
                            compile_mode=params.train.compile_mode,
-                           finite_check_every=params.train.log_every * optim.accumulate_grad_batches)
+                           finite_check_every=params.train.log_every * optim.accumulate_grad_batches, budget=budget)
     data = ObjectiveDataModule(train_obj, val_obj, batch_size=batch_size,
                                micro_steps=optim.max_steps * optim.accumulate_grad_batches, seed=params.dataset.seed,
                                pad_id=vocab.pad if vocab.pad is not None else 0, ordered=ordered,
@@ -137,10 +139,12 @@ def run_pretrain(params: Params, arch: str, *, log: Callable[[str], None] = prin
                             "train": params.train.model_dump(mode="json"),
                             "dataset": getattr(params.dataset, recipe.objective).model_dump(mode="json")})
         history = History(params.train.log_every, sink=tracker.log_metrics)
-        trainer = build_trainer(params, optim, attempt.dir, [history, TrainingProgress(f"pretrain {arch}", history)],
+        callbacks = [history, TrainingProgress(f"pretrain {arch}", history, budget=budget)]
+        trainer = build_trainer(params, optim, attempt.dir, callbacks + ([budget] if budget else []),
                                 has_validation=data.val_data is not None)
+        length = f"{optim.budget_minutes:g} minutes" if budget else f"{optim.max_steps} steps"
         log(f"pretrain {arch}: {size.preset} ({n_params / 1e6:.2f}M parameters), {recipe.objective} on {kind} tokens, "
-            f"{optim.max_steps} steps x {batch_size * world_size()} examples" + (f", resuming from {resume}" if resume else ""))
+            f"{length} x {batch_size * world_size()} examples" + (f", resuming from {resume}" if resume else ""))
         trainer.fit(module, datamodule=data, ckpt_path=str(resume) if resume else None, weights_only=True)
         if not trainer.is_global_zero:
             return {}

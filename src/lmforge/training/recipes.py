@@ -23,11 +23,17 @@ from pydantic import Field, ValidationError, model_validator
 from ..config import ConfigError, Params, apply_override, format_validation_error
 from ..schema import StrictModel
 
+# the step cap of a pretraining whose budget is in minutes and that names no max_steps: never reached in practice
+BUDGET_STEP_CAP = 10_000_000
+
 
 class OptimConfig(StrictModel):
     """AdamW with linear warmup, then cosine or linear decay to ``min_lr_ratio`` x the peak."""
 
-    max_steps: int = Field(ge=1, description="optimizer steps")
+    max_steps: int = Field(None, ge=1, description="optimizer steps (with budget_minutes: the most steps; "
+                                                "may be left out)")
+    budget_minutes: float | None = Field(None, gt=0, description="pretraining: stop at the first optimizer step "
+                                         "ending past this many wall-clock minutes; the schedule decays over them")
     batch_size: int = Field(ge=1, description="examples per device per micro-batch")
     accumulate_grad_batches: int = Field(1, ge=1)
     learning_rate: float = Field(gt=0)
@@ -40,6 +46,16 @@ class OptimConfig(StrictModel):
     gradient_clip: float | None = Field(1.0, gt=0, description="max global gradient norm; null: no clipping")
     eval_every: int = Field(50, ge=1, description="optimizer steps between validation passes")
     eval_batches: int | None = Field(20, ge=1, description="validation batches per pass during training (null: all)")
+
+
+    @model_validator(mode="before")
+    @classmethod
+    def _steps_or_minutes(cls, data: Any) -> Any:
+        if cls is OptimConfig and isinstance(data, dict) and data.get("max_steps") is None:
+            if data.get("budget_minutes") is None:
+                raise ValueError("give max_steps or budget_minutes")
+            data = {**data, "max_steps": BUDGET_STEP_CAP}
+        return data
 
 
 class FinetuneOptimConfig(OptimConfig):
@@ -60,6 +76,8 @@ class FinetuneOptimConfig(OptimConfig):
             raise ValueError("give exactly one of max_steps and epochs")
         if self.warmup_ratio is not None and self.warmup_steps:
             raise ValueError("give warmup_steps or warmup_ratio, not both")
+        if self.budget_minutes is not None:
+            raise ValueError("budget_minutes is a pretraining budget; fine-tuning takes max_steps or epochs")
         return self
 
 
@@ -283,8 +301,11 @@ def size_recipe(params: Params, recipe: Recipe, family: str | None = None) -> Si
     if family is not None and family in s.finetune_families:
         s = s.model_copy(update={"finetune": s.finetune_for(family)})
     updates = {}
-    if params.train.max_steps:
-        updates["pretrain"] = s.pretrain.model_copy(update={"max_steps": params.train.max_steps})
+    if params.train.budget_minutes:  # minutes instead of the recipe's steps (train.max_steps, if given, caps them)
+        updates["pretrain"] = s.pretrain.model_copy(update={
+            "budget_minutes": params.train.budget_minutes, "max_steps": params.train.max_steps or BUDGET_STEP_CAP})
+    elif params.train.max_steps:
+        updates["pretrain"] = s.pretrain.model_copy(update={"max_steps": params.train.max_steps, "budget_minutes": None})
     if params.train.finetune_max_steps:
         updates["finetune"] = s.finetune.model_copy(update={"max_steps": params.train.finetune_max_steps, "epochs": None})
     return s.model_copy(update=updates) if updates else s
