@@ -201,3 +201,31 @@ def test_input_errors(config):
         model(input_ids=torch.zeros(1, config.max_positions + 1, dtype=torch.long))
     with pytest.raises(TypeError, match="next_sentence_label"):  # not silently dropped
         model(input_ids=torch.zeros(1, 4, dtype=torch.long), next_sentence_label=torch.zeros(1, dtype=torch.long))
+
+
+def test_norm_first_builds_a_pre_ln_encoder_with_a_final_norm_and_is_not_exported():
+    """``norm_first: true``: each block normalises its input before attention and feed-forward
+    (x + attn(LN(x)), then x + ffn(LN(x))), and a LayerNorm follows the stack; transformers' BERT
+    is post-LN, so the export refuses it."""
+    import pytest
+    import torch
+
+    from lmforge.config import ConfigError
+    from lmforge.models.bert import BertConfig, BertModel
+
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=50, d_model=16, n_layers=2, n_heads=2, d_ff=32, max_positions=16, norm_first=True,
+                        dropout=0.0, attn_dropout=0.0)
+    model = BertModel(config).eval()
+    ids = torch.randint(5, 50, (2, 7))
+    hidden, _ = model(ids)
+    x = model.embeddings(ids, None)
+    for block in model.layers:
+        x = x + block.attn(block.norm1(x), None)
+        x = x + block.ffn(block.norm2(x))
+    torch.testing.assert_close(hidden, model.final_norm(x))
+    assert BertModel(BertConfig(vocab_size=50, d_model=16, n_layers=1, n_heads=2, d_ff=32)).final_norm is None
+    from lmforge.interop._bert import encoder_hf_kwargs
+
+    with pytest.raises(ConfigError, match="pre-LN"):
+        encoder_hf_kwargs(config, "BertConfig")

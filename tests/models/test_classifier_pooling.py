@@ -59,3 +59,43 @@ def test_mean_and_default_pooling_differ_only_in_what_the_classifier_reads(prese
 def test_an_unknown_pooling_is_a_config_error():
     with pytest.raises(ConfigError, match="classifier_pooling must be one of"):
         build_model("bert-tiny", head="classification", vocab_size=64, num_labels=2, classifier_pooling="max")
+
+
+@pytest.mark.parametrize("preset", ["t5-tiny", "switch-tiny", "bart-tiny"])
+def test_the_encoder_decoders_mean_pooling_runs_the_encoder_alone(preset):
+    """T5, Switch and BART classify from the encoder's mean state (EncT5's reading): the decoder
+    is never called, the logits are the head on the masked mean of the encoder's last states, and
+    the default still reads the decoder."""
+    torch.manual_seed(0)
+    model = build_model(preset, head="classification", vocab_size=64, num_labels=3, classifier_pooling="mean").eval()
+    decoder = model.bart.decoder if preset.startswith("bart") else model.decoder
+    calls: list[str] = []
+    decoder.register_forward_hook(lambda *_: calls.append("decoder"))
+    ids = torch.randint(5, 64, (2, 6))
+    ids[:, -1] = model.config.eos_id
+    mask = torch.ones(2, 6, dtype=torch.long)
+    mask[1, 3:] = 0
+    out = model(input_ids=ids, attention_mask=mask, labels=torch.tensor([0, 2]))
+    assert calls == [] and out.logits.shape == (2, 3)
+    encoder_states = model.bart.encode(ids, mask) if preset.startswith("bart") else model.run_encoder(ids, mask)[0]
+    head = model.head if preset.startswith("bart") else model.classifier
+    torch.testing.assert_close(out.logits, head(mean_state(encoder_states, mask)))
+    ce = torch.nn.functional.cross_entropy(out.logits, torch.tensor([0, 2]))
+    if preset.startswith("switch"):  # the encoder's router losses are added, and the decoder's are absent
+        from lmforge.models.switch import SwitchFeedForward
+
+        sparse = sum(isinstance(m, SwitchFeedForward) for m in model.encoder.modules())
+        assert sparse >= 1 and out.aux["expert_fraction"].shape[0] == sparse
+        ce = ce + out.aux["load_balancing_loss"] + out.aux["router_z_loss"]
+    torch.testing.assert_close(out.loss, ce)
+    # padding does not change a row's logits
+    alone = model(input_ids=ids[1:, :3], attention_mask=mask[1:, :3])
+    torch.testing.assert_close(out.logits[1], alone.logits[0], atol=1e-5, rtol=1e-5)
+    torch.manual_seed(0)
+    default = build_model(preset, head="classification", vocab_size=64, num_labels=3).eval()
+    (default.bart.decoder if preset.startswith("bart") else default.decoder).register_forward_hook(
+        lambda *_: calls.append("decoder"))
+    default(input_ids=ids, attention_mask=mask)
+    assert calls == ["decoder"]
+    with pytest.raises(ConfigError, match="classifier_pooling"):
+        build_model(preset, head="classification", vocab_size=64, num_labels=3, classifier_pooling="max")

@@ -70,6 +70,9 @@ _LAYER_NAMES = [  # transformers (under encoder.layer.i.) -> ours (under layers.
 
 def encoder_hf_kwargs(config, target: str) -> dict:
     """transformers' settings for what BERT-shaped configs (BERT, ERNIE, ALBERT) name alike."""
+    if getattr(config, "norm_first", False):
+        raise ConfigError(f"{target}: a pre-LN encoder (norm_first: true) has no transformers equivalent "
+                          "(transformers' BERT is post-LN)")
     return dict(
         vocab_size=config.vocab_size,
         hidden_size=config.d_model,

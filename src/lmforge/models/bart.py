@@ -45,10 +45,12 @@ from .layers import (
     attention_bias,
     check_batch,
     check_classifier,
+    check_pooling,
     check_transformer_config,
     classification_loss,
     init_normal,
     lm_loss,
+    mean_state,
     no_padding,
     preset,
     shift_right,
@@ -82,11 +84,15 @@ class BartConfig:
     eos_id: int = 2
     decoder_start_id: int = 2  # = eos: decoder inputs are "</s> <s> x ..."
     scale_embedding: bool = False  # multiply token embeddings by sqrt(d_model) (False in every BART)
+    # sequence classifier input: "default" = the decoder state at the last </s> (the paper's),
+    # "mean" = the encoder's states averaged over the real tokens, the decoder not run
+    classifier_pooling: str = "default"
 
     def __post_init__(self) -> None:
         self.validate()
 
     def validate(self) -> None:
+        check_pooling(self.classifier_pooling)
         check_transformer_config(self, ("vocab_size", "d_model", "encoder_layers", "decoder_layers", "n_heads", "d_ff",
                                         "max_positions"), ("dropout", "attn_dropout", "act_dropout"))
         for name in ("pad_id", "bos_id", "eos_id", "decoder_start_id"):
@@ -412,6 +418,11 @@ class BartForSequenceClassification(nn.Module):
                 decoder_input_ids: torch.Tensor | None = None, decoder_attention_mask: torch.Tensor | None = None,
                 labels: torch.Tensor | None = None) -> ModelOutput:
         c = self.config
+        if c.classifier_pooling == "mean":  # the encoder alone: no decoder step at all
+            encoder_hidden = self.bart.encode(input_ids, attention_mask)
+            logits = self.head(mean_state(encoder_hidden, attention_mask))
+            loss = classification_loss(logits, labels) if labels is not None else None
+            return ModelOutput(logits=logits, loss=loss, hidden_states=encoder_hidden)
         if decoder_input_ids is None:
             decoder_input_ids = shift_right(input_ids, c.decoder_start_id, c.pad_id)
         hidden, encoder_hidden = self.bart(input_ids, attention_mask, decoder_input_ids, decoder_attention_mask)

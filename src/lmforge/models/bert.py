@@ -66,6 +66,9 @@ class BertConfig:
     pad_id: int | None = 0  # the [PAD] id: its embedding row starts at zero and gets no gradient from inputs
     init_std: float = 0.02
     classifier_pooling: str = "default"  # sequence classifier input: "default" = pooled [CLS], "mean" = token mean
+    # pre-LN blocks and a final LayerNorm after the stack (Xiong et al. 2020; Cramming's choice for
+    # short budgets) instead of BERT's post-LN; not transformers' BERT, so not exported
+    norm_first: bool = False
 
     def __post_init__(self) -> None:
         self.validate()
@@ -146,9 +149,10 @@ class BertModel(nn.Module):
         self.embeddings = self.embeddings_class(config)
         self.layers = nn.ModuleList(
             TransformerBlock(config.d_model, config.n_heads, config.d_ff, config.act, config.dropout,
-                             config.attn_dropout, norm_first=False, eps=config.eps)  # post-LN, as in BERT
+                             config.attn_dropout, norm_first=config.norm_first, eps=config.eps)  # post-LN in BERT
             for _ in range(config.n_layers)
         )
+        self.final_norm = nn.LayerNorm(config.d_model, eps=config.eps) if config.norm_first else None
         self.pooler = nn.Linear(config.d_model, config.d_model) if pooler else None
         init_weights(self, config)
 
@@ -163,6 +167,8 @@ class BertModel(nn.Module):
         bias = attention_bias(attention_mask, L, L, causal=False, dtype=x.dtype, device=x.device)
         for layer in self.layers:
             x = layer(x, bias)
+        if self.final_norm is not None:
+            x = self.final_norm(x)
         pooled = torch.tanh(self.pooler(x[:, 0])) if self.pooler is not None else None  # (B, D) from [CLS]
         return x, pooled
 

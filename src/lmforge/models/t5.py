@@ -41,9 +41,11 @@ from .layers import (
     ModelOutput,
     attention_bias,
     check_classifier,
+    check_pooling,
     classification_loss,
     gelu_tanh,
     lm_loss,
+    mean_state,
     preset,
     shift_right,
 )
@@ -76,12 +78,16 @@ class T5Config:
     eos_id: int = 1
     decoder_start_id: int = 0  # T5 starts decoding from the pad id
     init_factor: float = 1.0  # scales every init std (transformers' initializer_factor)
+    # sequence classifier input: "default" = the decoder state at the last </s> (transformers'),
+    # "mean" = the encoder's states averaged over the real tokens, the decoder not run (EncT5)
+    classifier_pooling: str = "default"
 
     def __post_init__(self) -> None:
         self.validate()
 
     def validate(self) -> None:
         cls = type(self).__name__
+        check_pooling(self.classifier_pooling)
         for name in ("vocab_size", "d_model", "d_kv", "d_ff", "n_layers", "n_decoder_layers", "n_heads"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{cls}.{name} must be at least 1, got {getattr(self, name)}")
@@ -530,6 +536,11 @@ class T5ForSequenceClassification(T5Model):
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 decoder_input_ids: torch.Tensor | None = None, decoder_attention_mask: torch.Tensor | None = None,
                 labels: torch.Tensor | None = None) -> ModelOutput:
+        if self.config.classifier_pooling == "mean":  # the encoder alone (EncT5): no decoder step at all
+            memory, enc_routing = self.run_encoder(input_ids, attention_mask)
+            logits = self.classifier(mean_state(memory, attention_mask))
+            loss = classification_loss(logits, labels) if labels is not None else None
+            return self.add_routing(ModelOutput(logits=logits, loss=loss, hidden_states=memory), enc_routing, [])
         if decoder_input_ids is None:
             decoder_input_ids = shift_right(input_ids, self.config.decoder_start_id, self.config.pad_id)
         elif decoder_input_ids.shape != input_ids.shape:

@@ -72,8 +72,10 @@ from .finetune_families import (check_family, encode_family, family_baselines, f
 from .module import LMForgeModule, balanced_class_weights
 from .progress import TrainingProgress
 from .pretrain import draw_run_charts, tokenizer_overrides, tracking_factory
-from .recipes import Recipe, SizeRecipe, load_recipe, recipe_path, resolve_finetune_budget, size_recipe
+from .recipes import (FinetuneRecipe, Recipe, SizeRecipe, load_recipe, recipe_path, resolve_finetune_budget, size_recipe,
+                      unset_budget)
 from .run import History, build_trainer, check_trainable, start_attempt, world_size
+from .warm_start import reinit_top_layers, shrink_and_perturb
 
 
 # the task families fine-tuning takes (``finetuning.tasks.FAMILIES`` has the others' readers)
@@ -128,6 +130,27 @@ def head_model(arch: str, mode: str, preset: str, overrides: dict, seq2seq_head:
     cls = ARCHITECTURES[arch].heads["classification"]
     model = cls(config, num_labels=num_labels, lm_coef=lm_coef) if arch == "gpt" else cls(config, num_labels=num_labels)
     return model, overrides, "classification"
+
+
+def warm_start_unused(ft: FinetuneRecipe, scratch: bool) -> set[str]:
+    """The warm-start options a fingerprint leaves out: all of them for the control (they change
+    nothing there), and those left at their defaults (runs made before they existed stay current)."""
+    keys = {"shrink_perturb": None, "reinit_top_layers": 0}
+    return {k for k, default in keys.items() if scratch or getattr(ft, k) == default}
+
+
+def warm_start(model: torch.nn.Module, fresh: torch.nn.Module, ft: FinetuneRecipe) -> str:
+    """Apply the recipe's ``reinit_top_layers`` then ``shrink_perturb`` to the pretrained ``model``
+    (``fresh``: the control's initial model); what was done, in words."""
+    done = []
+    if ft.reinit_top_layers:
+        names = reinit_top_layers(model, fresh, ft.reinit_top_layers)
+        done.append(f"the top {ft.reinit_top_layers} layer(s) re-initialised ({len(names)} tensors)")
+    if ft.shrink_perturb is not None:
+        shrink, perturb = ft.shrink_perturb
+        shrink_and_perturb(model, fresh, shrink, perturb)
+        done.append(f"weights shrunk x{shrink:g} and perturbed by x{perturb:g} of the control's initialisation")
+    return "warm start: " + "; ".join(done)
 
 
 def build_finetune_model(pretrained_dir: Path, arch: str, mode: str, num_labels: int, *, lm_coef: float = 0.0,
@@ -247,8 +270,9 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
         if not (augmenter / "model.safetensors").exists():
             raise ConfigError(f"{arch}: augmentation needs the pretrained {ft.augment.model} in {augmenter}; "
                               f"run `lmforge pretrain {ft.augment.model}` first")
-    fp = fingerprint("finetune", init, task_spec, task.summary(), ft.model_dump(mode="json"),
-                     size.finetune.model_dump(mode="json"), params.finetune.max_length, params.train.seed, source,
+    fp = fingerprint("finetune", init, task_spec, task.summary(), ft.model_dump(mode="json", exclude=warm_start_unused(ft, scratch)),
+                     size.finetune.model_dump(mode="json", exclude=unset_budget(size.finetune)),
+                     params.finetune.max_length, params.train.seed, source,
                      *([sha256_file(augmenter / "model.safetensors")] if augmenter else []))
     prev = finished(out_dir / "metrics.json", fp)
     if prev is not None:
@@ -289,6 +313,11 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
         model, preset, overrides, head = build_finetune_model(pretrained_dir, arch, model_mode, num_labels,
                                                               lm_coef=ft.lm_coef, freeze=ft.freeze_pretrained,
                                                               pooling=ft.pooling)
+        if ft.shrink_perturb is not None or ft.reinit_top_layers:
+            torch.manual_seed(params.train.seed)  # the from-scratch control's very initialisation
+            fresh, _, _ = head_model(arch, model_mode, preset, overrides, head, num_labels, lm_coef=ft.lm_coef,
+                                     freeze=ft.freeze_pretrained, pooling=ft.pooling)
+            log(warm_start(model, fresh, ft))
     frozen = param_groups.freeze(model, ft.freeze)
     model.train()  # a loaded model comes in eval mode, and Lightning trains in the mode it finds (dropout off)
     candidates = None

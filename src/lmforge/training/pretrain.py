@@ -35,7 +35,7 @@ from .data import ObjectiveDataModule
 from .budget import WallClockBudget
 from .module import LMForgeModule
 from .progress import TrainingProgress
-from .recipes import Recipe, load_recipe, recipe_path, size_recipe
+from .recipes import Recipe, load_recipe, recipe_path, size_recipe, unset_budget
 from .run import History, build_trainer, check_trainable, is_rank_zero, start_attempt, world_size
 
 
@@ -77,7 +77,9 @@ def run_pretrain(params: Params, arch: str, *, log: Callable[[str], None] = prin
         raise ConfigError(f"{arch}: no token store at {store_manifest.parent}; run `lmforge tokenize` first")
     # what pretraining reads of the recipe, no more: a fine-tuning change leaves the pretrained model current
     read = {"architecture": arch, "objective": recipe.objective, "head": recipe.pretrain_head, "preset": size.preset,
-            "model": size.model, "pretrain": size.pretrain.model_dump(mode="json")}
+            "model": size.model, "pretrain": size.pretrain.model_dump(mode="json", exclude=unset_budget(size.pretrain))}
+    if size.pretrain_model:  # (absent from the fingerprint when unused: models pretrained before it stay current)
+        read["pretrain_model"] = size.pretrain_model
     fp = fingerprint("pretrain", read,
                      getattr(params.dataset, recipe.objective).model_dump(mode="json"), params.dataset.seed,
                      params.train.seed, params.train.precision, store_manifest.read_text(encoding="utf-8"))
@@ -96,7 +98,8 @@ def run_pretrain(params: Params, arch: str, *, log: Callable[[str], None] = prin
     overrides = {**tokenizer_overrides(size.preset, vocab), **size.model}
     check_trainable(params.train, size.preset, recipe.pretrain_head, overrides,
                     f"{recipe_path(params, arch)}: sizes.{params.train.size}")  # before any weight is allocated
-    model = build_model(size.preset, head=recipe.pretrain_head, **overrides)
+    # pretraining-only settings (e.g. no dropout) change no weight: the saved model records `overrides` alone
+    model = build_model(size.preset, head=recipe.pretrain_head, **overrides, **size.pretrain_model)
     ordered = bool(getattr(train_obj, "ordered", False))
     batch_size = batch_size_for(params, recipe, optim.batch_size, ordered)
     carry_memory = arch == "transformer_xl"

@@ -58,6 +58,12 @@ class OptimConfig(StrictModel):
         return data
 
 
+def unset_budget(optim: OptimConfig) -> set[str]:
+    """``{"budget_minutes"}`` when it is not set: what a fingerprint leaves out, so that the runs
+    made before the key existed stay current."""
+    return {"budget_minutes"} if optim.budget_minutes is None else set()
+
+
 class FinetuneOptimConfig(OptimConfig):
     """A fine-tuning budget: ``max_steps`` or ``epochs`` (exactly one), warmup in steps or as
     ``warmup_ratio`` of the budget (at most one). ``schedule: linear`` is the decay of the BERT
@@ -114,6 +120,9 @@ def family_budget(base: FinetuneOptimConfig, changes: dict[str, Any]) -> Finetun
 class SizeRecipe(StrictModel):
     preset: str = Field(description="model preset name (lmforge.models.registry)")
     model: dict[str, Any] = Field(default_factory=dict, description="config overrides of the preset")
+    pretrain_model: dict[str, Any] = Field(
+        default_factory=dict, description="config overrides while pretraining only, e.g. {dropout: 0.0}: the saved "
+                                          "model (and so fine-tuning, from it or from scratch) keeps `model`'s values")
     pretrain: OptimConfig
     finetune: FinetuneOptimConfig
     finetune_families: dict[Literal["regression", "tagging", "span_qa", "generation"], dict[str, Any]] = Field(
@@ -122,6 +131,9 @@ class SizeRecipe(StrictModel):
 
     @model_validator(mode="after")
     def _family_budgets(self) -> SizeRecipe:
+        shaping = [k for k in self.pretrain_model if "dropout" not in k]
+        if shaping:  # the saved model is rebuilt without them: only what changes no weight may differ
+            raise ValueError(f"pretrain_model: {', '.join(shaping)}: only the dropout rates may differ while pretraining")
         for family, changes in self.finetune_families.items():
             try:
                 family_budget(self.finetune, changes)
@@ -167,6 +179,11 @@ class FinetuneRecipe(StrictModel):
                                       "the head at the base rate, each lower layer x this, the embeddings lowest")
     freeze: list[Literal["embeddings", "layers"]] = Field(
         default_factory=list, description="parameter groups kept fixed: embeddings (below the first layer), layers")
+    shrink_perturb: tuple[float, float] | None = Field(
+        None, description="[shrink, perturb]: each pretrained weight w becomes shrink x w + perturb x w0, w0 the "
+                          "from-scratch control's initial value (Ash & Adams 2020); null: the pretrained weights as they are")
+    reinit_top_layers: int = Field(0, ge=0, description="the top layers of the stack (and the pooler, a final norm "
+                                   "above them) start from the control's initial values (Zhang et al. 2021)")
     augment: AugmentRecipe | None = Field(
         None, description="contextual augmentation: words of the training examples replaced by a masked LM's "
                           "predictions, label kept (Kobayashi 2018); null: off")
@@ -180,6 +197,8 @@ class FinetuneRecipe(StrictModel):
         if self.tag_weights is not None and self.mode != "classification":
             raise ValueError("tag_weights apply to the tagging heads (mode: classification); text_to_text writes "
                              "the entities")
+        if self.shrink_perturb is not None and (min(self.shrink_perturb) < 0 or max(self.shrink_perturb) == 0):
+            raise ValueError("shrink_perturb: two non-negative factors, not both zero")
         if len(set(self.freeze)) != len(self.freeze):
             raise ValueError("freeze: a group is named twice")
         return self
@@ -282,6 +301,8 @@ def recipe_param_keys(params: Params, arch: str, part: Literal["pretrain", "fine
     data = _read(recipe_file(params, arch, root), recipe_path(params, arch), arch)
     size = params.train.size
     wanted = ["objective", "head", f"sizes.{size}.preset", f"sizes.{size}.model", f"sizes.{size}.{part}"]
+    if part == "pretrain":
+        wanted.append(f"sizes.{size}.pretrain_model")
     if part == "finetune":
         wanted += [f"sizes.{size}.finetune_families", "finetune"]
     keys = []

@@ -1,0 +1,122 @@
+"""The recipe values that make a short pretraining pay reach the model: ``pretrain_model`` (no
+dropout while pretraining, the saved model keeping the fine-tuning rates), and the warm-start
+remedies ``shrink_perturb`` and ``reinit_top_layers``, each against a hand computation."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import yaml
+
+from lmforge.config import load_params
+from lmforge.models.registry import build_model
+from lmforge.training.module import LMForgeModule
+from lmforge.training.warm_start import reinit_top_layers, shrink_and_perturb
+
+from .test_finetune import FakeTracker
+from .conftest import write_params
+
+
+def _recipe(project, arch: str, edit) -> None:
+    path = project / "pipelines" / f"{arch}.yaml"
+    recipe = yaml.safe_load(path.read_text(encoding="utf-8"))
+    edit(recipe)
+    path.write_text(yaml.safe_dump(recipe), encoding="utf-8")
+
+
+def _dropouts(model: torch.nn.Module) -> set[float]:
+    return {m.p for m in model.modules() if isinstance(m, torch.nn.Dropout)}
+
+
+def test_pretrain_model_turns_dropout_off_while_pretraining_only(project, monkeypatch):
+    from lmforge.training import finetune, pretrain
+
+    _recipe(project, "bert", lambda r: r["sizes"]["tiny"].update(pretrain_model={"dropout": 0.0, "attn_dropout": 0.0}))
+    params = load_params(write_params(project))
+    seen: list[set[float]] = []
+
+    class Recording(LMForgeModule):
+        def __init__(self, model, *args, **kwargs):
+            seen.append(_dropouts(model))
+            super().__init__(model, *args, **kwargs)
+
+    monkeypatch.setattr(pretrain, "LMForgeModule", Recording)
+    monkeypatch.setattr(finetune, "LMForgeModule", Recording)
+    metrics = pretrain.run_pretrain(params, "bert", log=lambda _: None, tracker_factory=FakeTracker)
+    meta = json.loads((project / "models" / "bert" / "pretrain" / "model" / "lmforge_model.json").read_text())
+    assert "dropout" not in meta["config_overrides"] and metrics["steps"] == 4
+    finetune.run_finetune(params, "bert", str(project / "task"), log=lambda _: None, tracker_factory=FakeTracker)
+    assert seen[0] == {0.0}                 # pretraining: every dropout off
+    assert seen[1] == {0.1}                 # fine-tuning from the saved model: the preset's rate
+
+
+def test_pretrain_model_may_only_change_dropout_rates(project):
+    from lmforge.config import ConfigError
+    from lmforge.training.recipes import load_recipe
+
+    _recipe(project, "bert", lambda r: r["sizes"]["tiny"].update(pretrain_model={"d_model": 32}))
+    params = load_params(write_params(project))
+    with pytest.raises(ConfigError, match="pretrain_model: d_model: only the dropout rates"):
+        load_recipe(params, "bert")
+
+
+def test_shrink_and_perturb_is_the_weighted_sum_of_the_two_starts():
+    torch.manual_seed(0)
+    model = build_model("bert-tiny-test", head="classification", num_labels=3)
+    torch.manual_seed(1)
+    fresh = build_model("bert-tiny-test", head="classification", num_labels=3)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    shrink_and_perturb(model, fresh, 0.4, 0.6)
+    after, init = model.state_dict(), fresh.state_dict()
+    for name, _ in model.named_parameters():
+        assert torch.allclose(after[name], 0.4 * before[name] + 0.6 * init[name], atol=1e-6), name
+    # (0, 1) is exactly the control's start
+    shrink_and_perturb(model, fresh, 0.0, 1.0)
+    assert all(torch.equal(model.state_dict()[n], init[n]) for n, _ in model.named_parameters())
+
+
+def test_reinit_top_layers_resets_the_top_layer_and_the_pooler_and_nothing_below():
+    torch.manual_seed(0)
+    model = build_model("bert-tiny-test", head="classification", num_labels=3)
+    torch.manual_seed(1)
+    fresh = build_model("bert-tiny-test", head="classification", num_labels=3)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    names = reinit_top_layers(model, fresh, 1)
+    assert names and all(".layers.1." in n or "pooler" in n or "classifier" in n for n in names)
+    assert any("pooler" in n for n in names) and any(".layers.1." in n for n in names)
+    now, init = model.state_dict(), fresh.state_dict()
+    for name, _ in model.named_parameters():
+        expected = init[name] if name in names else before[name]
+        assert torch.equal(now[name], expected), name
+
+
+def test_the_warm_start_options_reach_the_pretrained_arm_and_not_the_control(project, monkeypatch):
+    from lmforge.training import finetune
+    from lmforge.training.pretrain import run_pretrain
+
+    params = load_params(write_params(project))
+    run_pretrain(params, "bert", log=lambda _: None, tracker_factory=FakeTracker)
+    task = str(project / "task")
+    starts: list[dict[str, torch.Tensor]] = []
+
+    class Recording(LMForgeModule):
+        def __init__(self, model, *args, **kwargs):
+            starts.append({k: v.clone() for k, v in model.state_dict().items()})
+            super().__init__(model, *args, **kwargs)
+
+    monkeypatch.setattr(finetune, "LMForgeModule", Recording)
+    logs: list[str] = []
+    plain = finetune.run_finetune(params, "bert", task, log=logs.append, tracker_factory=FakeTracker)
+    scratch = finetune.run_finetune(params, "bert", task, from_scratch=True, log=logs.append, tracker_factory=FakeTracker)
+    _recipe(project, "bert", lambda r: r["finetune"].update(shrink_perturb=[0.5, 0.5]))
+    mixed = finetune.run_finetune(params, "bert", task, log=logs.append, tracker_factory=FakeTracker)
+    again = finetune.run_finetune(params, "bert", task, from_scratch=True, log=logs.append, tracker_factory=FakeTracker)
+    pre, control, half = starts[0], starts[1], starts[2]
+    backbone = [k for k in pre if "classifier" not in k and pre[k].is_floating_point()]
+    assert all(torch.allclose(half[k], 0.5 * pre[k] + 0.5 * control[k], atol=1e-6) for k in backbone)
+    assert any("warm start: weights shrunk x0.5" in line for line in logs)
+    # the option changes the pretrained arm's fingerprint, not the control's (which is reused)
+    assert mixed["fingerprint"] != plain["fingerprint"] and again["fingerprint"] == scratch["fingerprint"]
+    assert len(starts) == 3
