@@ -229,3 +229,25 @@ def test_loss_start_is_the_untrained_models_validation_loss_when_measured():
                                                "validation": {"loss": 9.0, "unigram_loss": 9.2}}}
     row = leaderboard([ev]).iloc[0]
     assert row["loss_start"] == pytest.approx(8.9) and not bool(row["below_start"])
+
+
+def test_the_transfer_column_says_pays_too_short_or_no_gain(project):
+    """pays: a gain of at least 3 points; too short to pay: a loss gain below that from a
+    pretraining that ended within 0.25 nats of its unigram baseline; no gain otherwise; empty
+    without a control."""
+    _, evaldir, _ = project
+    evaluations = load_evaluations(evaldir)
+    by_arch = {e["architecture"]: e for e in evaluations}
+    gpt, xlnet = by_arch["gpt"], by_arch["xlnet"]
+    assert leaderboard(evaluations).set_index("architecture").loc["gpt", "transfer"] is None  # no control yet
+    gpt["finetune"][TASK]["scratch"] = {"test": {"accuracy": 0.665}}      # 0.70 - 0.665: +3.5 points
+    xlnet["finetune"][TASK]["scratch"] = {"test": {"accuracy": 0.60}}     # 0.55 - 0.60: -5 points
+    xlnet["pretrain"]["validation"].update(loss=6.80, unigram_loss=7.0)   # 0.20 nats under unigram: the plateau
+    df = leaderboard(evaluations).set_index("architecture")
+    assert df.loc["gpt", "transfer"] == "pays" and df.loc["xlnet", "transfer"] == "too short to pay"
+    xlnet["pretrain"]["validation"].update(loss=6.70)                      # 0.30 nats under: off the plateau
+    gpt["finetune"][TASK]["scratch"]["test"]["accuracy"] = 0.675           # +2.5 points
+    df = leaderboard(evaluations).set_index("architecture")
+    assert df.loc["xlnet", "transfer"] == "no gain" and df.loc["gpt", "transfer"] == "no gain"
+    assert "too short to pay" in format_leaderboard(leaderboard([xlnet | {"pretrain": {**xlnet["pretrain"],
+        "validation": {**xlnet["pretrain"]["validation"], "loss": 6.9}}}]))

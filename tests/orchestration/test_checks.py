@@ -206,3 +206,14 @@ def test_checks_pass_on_what_the_stages_write(project):
             stage.run(params, lambda m: None)
         outcomes = run_checks(stage, params, project)
         assert outcomes and all(o.passed for o in outcomes), (stage.name, [(o.name, o.description) for o in outcomes])
+
+
+def test_a_transfer_loss_after_a_plateaued_pretraining_is_called_too_short_to_pay(checked):
+    """The scratch-control check still warns, and says why the loss is no finding when the
+    pretraining ended within 0.25 nats of its unigram baseline; off the plateau it says nothing more."""
+    on_plateau = with_scratch(evaluation(4.6, 4.7, 0.6, 0.5), 0.8)
+    outcome = checked("evaluate_gpt", {"data/report/evaluation/gpt.json": on_plateau})["beats_scratch_control"]
+    assert not outcome.passed and outcome.description.startswith("too short to pay: the pretraining ended 0.100 nats")
+    off = with_scratch(evaluation(4.0, 4.7, 0.6, 0.5), 0.8)
+    outcome = checked("evaluate_gpt", {"data/report/evaluation/gpt.json": off})["beats_scratch_control"]
+    assert not outcome.passed and outcome.description.startswith("task: transfer gain -0.200")

@@ -14,6 +14,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+# What the transfer column calls paying (one seed: no spread to exceed), and how close to its
+# unigram baseline a pretraining may end and still be "on the plateau" (BENCHMARKS.md, "Time to pay":
+# BERT's runs that ended 0.10-0.14 nats under it fine-tuned 19-31 points below their controls)
+PAYS_POINTS = 3.0
+PLATEAU_NATS = 0.25
+
 # Column -> meaning, in table order; the Markdown header paragraph is built from it.
 COLUMNS: dict[str, str] = {
     "architecture": "model family",
@@ -45,9 +51,13 @@ COLUMNS: dict[str, str] = {
     "beats_majority": "task_accuracy > majority_accuracy",
     "beats_bow": "task_accuracy > bow_accuracy",
     "beats_scratch": "task_accuracy > scratch_accuracy",
+    "transfer": f"pays: transfer_gain at least {PAYS_POINTS:g} points; too short to pay: the pretraining ended within "
+                f"{PLATEAU_NATS:g} nats of unigram_loss, where an encoder still reads little of its input and starts "
+                "fine-tuning worse than random weights (BENCHMARKS.md, \"Time to pay\"): its gain is no finding; "
+                "else no gain",
 }
 BOOLEAN_COLUMNS = ("below_start", "below_unigram", "beats_majority", "beats_bow", "beats_scratch")
-TEXT_COLUMNS = ("architecture", "objective", "tokenizer", "task", "task_metric")
+TEXT_COLUMNS = ("architecture", "objective", "tokenizer", "task", "task_metric", "transfer")
 # Columns of the Markdown table (unigram_bits_per_byte stays in the CSV and the plot only).
 TABLE_COLUMNS = [c for c in COLUMNS if c not in ("unigram_bits_per_byte",)]
 
@@ -147,6 +157,19 @@ def _task_row(evaluation: dict, task: str | None) -> dict[str, Any]:
     }
 
 
+def transfer_verdict(gain: float, val_loss: float, unigram: float) -> str | None:
+    """``pays`` (a gain of at least :data:`PAYS_POINTS` points), ``too short to pay`` (the
+    pretraining ended within :data:`PLATEAU_NATS` of its unigram baseline) or ``no gain``; None
+    without a control."""
+    if math.isnan(gain):
+        return None
+    if 100 * gain >= PAYS_POINTS:
+        return "pays"
+    if not math.isnan(val_loss) and not math.isnan(unigram) and val_loss > unigram - PLATEAU_NATS:
+        return "too short to pay"
+    return "no gain"
+
+
 def leaderboard(evaluations: list[dict], task: str | None = None) -> pd.DataFrame:
     """One row per architecture (in the order given) with the columns of :data:`COLUMNS`.
 
@@ -184,6 +207,7 @@ def leaderboard(evaluations: list[dict], task: str | None = None) -> pd.DataFram
             "token_accuracy": _number(lookup(validation, "accuracy")),
             **_task_row(evaluation, task),
         })
+        rows[-1]["transfer"] = transfer_verdict(rows[-1]["transfer_gain"], val_loss, unigram)
     df = pd.DataFrame(rows, columns=list(COLUMNS))
     for column in COLUMNS:
         if column in BOOLEAN_COLUMNS:

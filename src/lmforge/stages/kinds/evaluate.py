@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...config import Params
+from ...evaluation.report.leaderboard import PLATEAU_NATS
 from ...finetuning.headline import baseline_headlines, headline, headline_metric
 from ...training.evaluate import transfer_gain
 from ..kind import CheckOutcome, CheckSpec, Markdown, StageKind, numbers, read_record, read_json_or_empty
@@ -30,6 +31,9 @@ def check(stage, params: Params, out: Path) -> list[CheckOutcome]:
     downstream = bool(tasks) and all(a is not None and m is not None and a > m for _, a, _, m in tasks.values())
     gains = {task: transfer_gain(ft) for task, ft in (ev.get("finetune") or {}).items()}
     gains = {task: g for task, g in gains.items() if g is not None}
+    plateau = loss is not None and unigram is not None and loss > unigram - PLATEAU_NATS
+    short = (f"too short to pay: the pretraining ended {unigram - loss:.3f} nats under its unigram baseline (within "
+             f"{PLATEAU_NATS:g}), where fine-tuning starts worse than random weights; no finding. ") if plateau else ""
     return [
         CheckOutcome("beats_unigram_baseline", intrinsic,
                      f"validation loss {loss} vs unigram baseline {unigram}" if loss is not None else "no validation loss",
@@ -39,8 +43,9 @@ def check(stage, params: Params, out: Path) -> list[CheckOutcome]:
                      or "no fine-tuned task",
                      severity="warn", metadata={f"{t}_{metric}": a for t, (metric, a, _, _) in tasks.items()}),
         CheckOutcome("beats_scratch_control", bool(gains) and all(g > 0 for g in gains.values()),
-                     "; ".join(f"{t}: transfer gain {g:+.3f} (pretrained minus from scratch)" for t, g in gains.items())
-                     or "no from-scratch control was fine-tuned",
+                     short + "; ".join(f"{t}: transfer gain {g:+.3f} (pretrained minus from scratch)"
+                                       for t, g in gains.items())
+                     if gains else "no from-scratch control was fine-tuned",
                      severity="warn", metadata={f"{t}_transfer_gain": g for t, g in gains.items()}),
     ]
 
