@@ -82,3 +82,41 @@ def test_errors_are_one_line(transfer, tmp_path, monkeypatch, capsys, argv, mess
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("transfer.py: error: ") and message in err
     assert not (tmp_path / "benchmarks").exists()  # nothing was written
+
+
+def test_the_curve_rows_time_to_pay_table_and_chart(transfer):
+    """--budgets: one row per (architecture, task, budget); the time to pay is the least budget whose
+    gain pays (mean >= 3 points and above the seeds' spread), none where no budget does."""
+    def at(minutes, gains, arch="bert", steps=100):
+        pre = {"steps": steps, "seconds": 60.0 * minutes, "loss": 6.0 - minutes / 10, "unigram_loss": 6.3, "path": "p"}
+        return [{**run(arch, "t", seed, 0.50 + g / 100, 0.50), "budget_minutes": minutes, "pretraining": pre}
+                for seed, g in enumerate(gains)]
+
+    runs = [*at(4, [9, 11, 10], steps=1580), *at(1, [-5, -4, -6], steps=435), *at(2, [4, -4, 6], steps=900),
+            *at(1, [1, 2, 0], arch="gpt"), *at(2, [2, 1, 3], arch="gpt")]
+    rows = transfer.curve_rows(runs)
+    assert [(r["architecture"], r["budget_minutes"]) for r in rows] == [("bert", 1), ("bert", 2), ("bert", 4),
+                                                                        ("gpt", 1), ("gpt", 2)]
+    bert4 = rows[2]
+    assert bert4["gain"] == pytest.approx(10.0) and bert4["gain_sd"] == pytest.approx(1.0) and bert4["pays"]
+    assert not rows[1]["pays"]  # mean +2 with sd 5.3 at 2 minutes
+    assert transfer.time_to_pay(rows) == {"bert / t": 4, "gpt / t": None}
+    assert transfer.time_to_pay_lines(rows) == ["bert / t: time to pay 4 minutes",
+                                                "gpt / t: does not pay within 2 minutes"]
+    table = transfer.format_curve(rows).splitlines()
+    assert len(table) == 7 and table[4] == ("| bert | t | 4 | 1580 | 5.600 (6.300) | 60.0 ± 1.0 | 50.0 ± 0.0 | "
+                                            "+10.0 ± 1.0 | yes |")
+    png = transfer.draw_curves(rows)
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--budgets", "0"], "--budgets: each budget is a positive number of minutes"),
+    (["--budgets", "2", "2"], "given once"),
+    (["--chart", "c.png"], "--chart draws the curves of --budgets"),
+    (["--budgets", "2", "--pretrain"], "--budgets pretrains for each budget itself"),
+])
+def test_curve_arguments_are_checked(transfer, capsys, argv, message):
+    with pytest.raises(SystemExit) as exit_:
+        transfer.parse_args(argv)
+    assert exit_.value.code == 2 and message in capsys.readouterr().err
