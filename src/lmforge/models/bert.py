@@ -6,7 +6,8 @@ Read top to bottom:
 1. ``BertConfig`` and ``PRESETS``: the sizes by name (``from_name("bert-base")``).
 2. ``BertEmbeddings``: token + segment + learned position embeddings, summed, then
    LayerNorm and dropout.
-3. ``BertModel``: the embeddings, a stack of post-LN ``TransformerBlock``s (layers.py) and the
+3. ``BertModel``: the embeddings, a stack of ``TransformerBlock``s (layers.py; post-LN as in BERT, or
+   pre-LN with a final LayerNorm with ``norm_first``) and the
    pooler, a tanh dense layer on the [CLS] state that the sentence-level heads read.
 4. The heads: ``BertForPreTraining`` (MLM + NSP), ``BertForMaskedLM`` and
    ``BertForSequenceClassification``.
