@@ -144,6 +144,8 @@ if [ "$registry" = 0 ] && [ -z "$base" ]; then
 fi
 
 # ------------------------------------------------------------------ context
+bases="$base"; [ "$registry" = 1 ] && bases="the Dockerfiles' own"
+echo "try_images: $REPO, bases: $bases, torch wheels: ${torch_wheels:-none, the PyTorch index}"
 step "build context: $REPO (.dockerignore applied)"
 # what COPY . receives is measured in the CPU image's /project below; here, the checkout beside it
 echo "   checkout on disk: $(du -sh --exclude=.git "$REPO" | cut -f1) (without .git)"
@@ -229,11 +231,13 @@ loopback_only() {  # loopback_only PORT...: listening sockets of uid are all on 
   local lines p ok=0
   lines="$(ss -Hltne | grep -E "uid:$uid( |$)" || true)"
   if [ -z "$lines" ]; then echo "   no listening socket owned by uid $uid" >&2; return 1; fi
-  if echo "$lines" | awk '{ print $4 }' | grep -vqE '^(127\.0\.0\.1|\[::1\]):[0-9]+$'; then
+  # 127.0.0.1, ::1 or 127.0.0.1 on a dual-stack socket (gRPC's)
+  local loopback='^(127\.0\.0\.1|\[::1\]|\[::ffff:127\.0\.0\.1\]):[0-9]+$'
+  if echo "$lines" | awk '{ print $4 }' | grep -vqE "$loopback"; then
     echo "   a socket of uid $uid listens beyond the loopback:" >&2; echo "$lines" >&2; return 1
   fi
   for p in "$@"; do
-    echo "$lines" | awk '{ print $4 }' | grep -qx "127.0.0.1:$p" || { echo "   port $p not held by uid $uid" >&2; ok=1; }
+    echo "$lines" | awk '{ print $4 }' | grep -qE ":$p\$" || { echo "   port $p not held by uid $uid" >&2; ok=1; }
   done
   return "$ok"
 }
@@ -315,9 +319,9 @@ PY
     anon="$(http_code "$api")"
     good="$(http_code "$api" -u "lmforge:$pw")"
     bad="$(http_code "$api" -u "lmforge:wrong-$pw")"
-    host="$(http_code "$base_url/health" -H 'Host: attacker.example')"
+    host="$(http_code "$api" -u "lmforge:$pw" -H 'Host: attacker.example')"  # /health is exempt by design
     if [ "$anon" = 401 ] && [ "$good" = 200 ] && [ "$bad" = 401 ] && [ "$host" != 200 ]; then
-      pass "$kind: MLflow (basic-auth) answers on 127.0.0.1:$mlflow_port: no credentials 401, admin 200, wrong password 401, foreign Host header $host"
+      pass "$kind: MLflow (basic-auth) answers on 127.0.0.1:$mlflow_port: no credentials 401, admin 200, wrong password 401, admin with a foreign Host header $host"
     else
       fail "$kind: MLflow auth: no credentials $anon, admin $good, wrong password $bad, foreign Host $host (wanted 401 200 401 not-200)"
     fi
@@ -446,8 +450,6 @@ PY
 # ------------------------------------------------------------------ main
 kinds=(cpu cuda)
 [ -n "$only" ] && kinds=("$only")
-bases="$base"; [ "$registry" = 1 ] && bases="the Dockerfiles' own"
-echo "try_images: $REPO, bases: $bases, torch wheels: ${torch_wheels:-none, the PyTorch index}"
 declare -A built_s size_b
 for kind in "${kinds[@]}"; do
   dockerfile=docker/Dockerfile; [ "$kind" = cuda ] && dockerfile=docker/Dockerfile.cuda
