@@ -233,11 +233,11 @@ loopback_only() {  # loopback_only PORT...: listening sockets of uid are all on 
   if [ -z "$lines" ]; then echo "   no listening socket owned by uid $uid" >&2; return 1; fi
   # 127.0.0.1, ::1 or 127.0.0.1 on a dual-stack socket (gRPC's)
   local loopback='^(127\.0\.0\.1|\[::1\]|\[::ffff:127\.0\.0\.1\]):[0-9]+$'
-  if echo "$lines" | awk '{ print $4 }' | grep -vqE "$loopback"; then
+  if echo "$lines" | awk '{ print $4 }' | grep -vE "$loopback" >/dev/null; then
     echo "   a socket of uid $uid listens beyond the loopback:" >&2; echo "$lines" >&2; return 1
   fi
   for p in "$@"; do
-    echo "$lines" | awk '{ print $4 }' | grep -qE ":$p\$" || { echo "   port $p not held by uid $uid" >&2; ok=1; }
+    echo "$lines" | awk '{ print $4 }' | grep -E ":$p\$" >/dev/null || { echo "   port $p not held by uid $uid" >&2; ok=1; }
   done
   return "$ok"
 }
@@ -404,7 +404,7 @@ print(sum(len(client.search_runs([e.experiment_id])) for e in client.search_expe
   local g stopped=0
   for g in "$daemon_group" "$web_group" "$code_group" "$mlflow_group"; do stop_group "$g"; done
   for g in "$daemon_group" "$web_group" "$code_group" "$mlflow_group"; do kill -0 -- "-$g" 2>/dev/null && stopped=1; done
-  if [ "$stopped" = 0 ] && ! ss -Hltn | awk '{ print $4 }' | grep -qxE "127\.0\.0\.1:($mlflow_port|$code_port|$web_port)"; then
+  if [ "$stopped" = 0 ] && ! ss -Hltn | awk '{ print $4 }' | grep -xE "127\.0\.0\.1:($mlflow_port|$code_port|$web_port)" >/dev/null; then
     pass "$kind: the servers stopped, their ports closed"
   else
     fail "$kind: a server outlived its stop"
@@ -439,7 +439,8 @@ for a, b in zip(*layers):
 print(same, len(layers[1]))
 PY
 )"
-  new_bytes="$(podman history --format '{{.Size}}|{{.CreatedBy}}' "$tag" | head -n 4 | cut -d'|' -f1 | tr '\n' ' ')"
+  # (awk reads to the end: no SIGPIPE for podman under pipefail)
+  new_bytes="$(podman history --format '{{.Size}}' "$tag" | awk 'NR <= 4 { printf "%s%s", sep, $0; sep = ", " }')"
   if [ -z "$uncached" ]; then
     pass "cpu: a code change rebuilt in ${build_s} s with torch and the dependencies from the cache (layers shared: ${shared/ / of }; newest layers: $new_bytes)"
   else
