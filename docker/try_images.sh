@@ -79,6 +79,7 @@ scratch="$(mktemp -d "${TMPDIR:-/tmp}/lmforge-try.XXXXXX")"
 containers=()     # created here: removed on exit
 groups=()         # process groups of the servers started here: stopped on exit
 made_images=()    # throwaway images made here (not the lmforge-try ones): removed on exit
+mounted_images=() # images mounted here: unmounted on exit
 stop_group() {    # stop_group PGID: TERM, then KILL after 20 s
   local pgid="$1" i
   kill -TERM -- "-$pgid" 2>/dev/null || return 0
@@ -92,6 +93,7 @@ cleanup() {
     podman umount "$c" >/dev/null 2>&1 || true
     podman rm -f "$c" >/dev/null 2>&1 || true
   done
+  for i in "${mounted_images[@]}"; do podman image umount "$i" >/dev/null 2>&1 || true; done
   for i in "${made_images[@]}"; do podman rmi "$i" >/dev/null 2>&1 || true; done
   rm -rf -- "$scratch"
   exit "$rc"
@@ -440,9 +442,18 @@ print(same, len(layers[1]))
 PY
 )"
   # (awk reads to the end: no SIGPIPE for podman under pipefail)
-  new_bytes="$(podman history --format '{{.Size}}' "$tag" | awk 'NR <= 4 { printf "%s%s", sep, $0; sep = ", " }')"
-  if [ -z "$uncached" ]; then
-    pass "cpu: a code change rebuilt in ${build_s} s with torch and the dependencies from the cache (layers shared: ${shared/ / of }; newest layers: $new_bytes)"
+  new_bytes="$(podman history --format '{{.Size}}' "$tag" | awk '$0 != "0 B" && n < 3 { printf "%s%s", sep, $0; sep = ", "; n++ }')"
+  # and the change is in the image: in the installed package and in /project
+  local mnt changed=0 marker='try_images.sh cache check'
+  mnt="$(podman image mount "$tag")"
+  mounted_images+=("$tag")
+  if grep -qs "$marker" "$mnt"/opt/venv/lib/python3*/site-packages/lmforge/__init__.py \
+     && grep -qs "$marker" "$mnt/project/src/lmforge/__init__.py"; then changed=1; fi
+  podman image umount "$tag" >/dev/null 2>&1 || true
+  if [ -z "$uncached" ] && [ "$changed" = 1 ]; then
+    pass "cpu: a code change rebuilt in ${build_s} s with torch and the dependencies from the cache, the change installed (layers shared: ${shared/ / of }; newest: $new_bytes)"
+  elif [ "$changed" = 0 ]; then
+    fail "cpu: after a code change the image still holds the old code (the installed lmforge or /project)"
   else
     fail "cpu: a code change re-ran dependency steps: $uncached"
   fi
