@@ -272,6 +272,9 @@ smoke() {  # smoke KIND TAG
   else
     if [[ "$out" =~ \ [0-9]+\.[0-9]+\ [0-9]+$ ]]; then pass "$kind: torch is a CUDA build ($out)"; else fail "$kind: torch is not a CUDA build: $out"; fi
   fi
+  out="$(in_image -- python -c 'import psycopg2, dagster_postgres, flask_wtf; print("ok")' 2>&1)" || true
+  if [ "$out" = ok ]; then pass "$kind: the team extra imports (psycopg2, dagster_postgres, flask_wtf)"
+  else fail "$kind: the team extra does not import: $out"; fi
   if [ "$kind" = cpu ]; then
     context_size="$(du -sb "$root/project" | cut -f1)"
     context_files="$(find "$root/project" -type f | wc -l)"
@@ -424,9 +427,9 @@ cache_check_cpu() {
   if ! build cpu docker/Dockerfile "$tag" "$copy" "$log"; then fail "cpu: rebuild after a code change"; return; fi
   made_images+=("$tag")
   local uncached
-  # the steps before the project's own: each must say "Using cache"
+  # the steps before the project's own: each must say "--> Using cache" (not pip's "Using cached")
   uncached="$(awk '/STEP [0-9]+\/[0-9]+:/ { if (step != "" && !cached) print step; step = $0; cached = 0 }
-                   /Using cache/ { cached = 1 }
+                   /^--> Using cache / { cached = 1 }
                    END { if (step != "" && !cached) print step }' "$log" \
               | grep -E 'requirements\.txt|torch==|build-essential|COPY --from=deps|venv' || true)"
   local shared new_bytes
@@ -470,7 +473,7 @@ for kind in "${kinds[@]}"; do
   if build "$kind" "$dockerfile" "$tag" "$REPO" "$scratch/$kind-build.log"; then
     built_s[$kind]=$build_s
     size_b[$kind]="$(podman image inspect --format '{{.Size}}' "$tag")"
-    cached_steps="$(grep -c 'Using cache' "$scratch/$kind-build.log" || true)"
+    cached_steps="$(grep -c '^--> Using cache ' "$scratch/$kind-build.log" || true)"
     pass "$kind: built in ${build_s} s ($cached_steps steps from the cache), $(mib "${size_b[$kind]}")"
   else
     fail "$kind: build"
