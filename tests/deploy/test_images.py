@@ -4,7 +4,7 @@ lmforge CLI, a slice of ``lmforge run``, the Dagster and MLflow servers on the l
 entry point, the user).
 
 The full run needs root, podman and mmdebstrap (``apt-get install podman mmdebstrap``) and takes
-about half an hour on two cores, so it runs only when asked for with ``-m images`` and the tools
+8 to 16 minutes on two cores (with and without podman's layer cache), so it runs only when asked for with ``-m images`` and the tools
 are there: ``make test`` and CI skip it (``.ci/run`` does not install them). A developer runs
 ``sudo docker/try_images.sh``, or ``sudo .venv/bin/python -m pytest tests/deploy/test_images.py
 -m images -n 0``. The script's command-line checks run everywhere.
@@ -46,7 +46,7 @@ def test_help_describes_the_script():
 
 def _missing(config: pytest.Config) -> str | None:
     if "images" not in (config.option.markexpr or ""):
-        return "builds both images (about half an hour): run with -m images"
+        return "builds both images (8 to 16 minutes): run with -m images"
     if os.geteuid() != 0:
         return "needs root (chroot and mounts)"
     for tool in ("podman", "mmdebstrap", "unshare", "chroot", "curl", "ss"):
