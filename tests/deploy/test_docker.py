@@ -271,7 +271,10 @@ def dockerfile_problems(text: str) -> list[str]:
                                     + (" (it holds a value)" if value else ""))
         if keyword in ("COPY", "ADD") and re.search(r"(^|[\s/])\.env(\s|$)", args):
             problems.append(f"{keyword} {args}: copies an .env file into the image")
-    if not any(k == "RUN" and ".[team]" in a for _, k, a in instructions):
+    # the team extra: `pip install ".[team]"`, or its requirements read from pyproject.toml
+    # (docker/requirements.py ... team) in a layer before the code
+    if not any(k == "RUN" and (".[team]" in a or re.search(r"requirements\.py\s+\S+\s+(\S+\s+)*team\b", a))
+               for _, k, a in instructions):
         problems.append("the project is not installed with its team extra (pip install \".[team]\")")
     return problems
 
@@ -288,16 +291,26 @@ def torch_install(text: str) -> tuple[str, str]:
         if keyword == "RUN" and (m := re.search(r"pip install (?:\S+ )*?torch==(\S+)", args)):
             index = re.search(r"--index-url\s+\"?([^\s\"]+)", args)
             url = index[1] if index else ""
-            url = re.sub(r"\$\{?(\w+)\}?", lambda v: defaults.get(v[1], v[0]), url)
+            for _ in range(5):  # an ARG's default may name an earlier ARG
+                url = re.sub(r"\$\{?(\w+)\}?", lambda v: defaults.get(v[1], v[0]), url)
             return m[1], url
     return "", ""
 
 
 def base_images(text: str) -> list[str]:
+    """The images the stages start from, ARGs resolved; a stage built on an earlier one is left out."""
     instructions = dockerfile_instructions(text)
     defaults = arg_defaults(instructions)
-    return [re.sub(r"\$\{?(\w+)\}?", lambda v: defaults.get(v[1], v[0]), args.split()[0])
-            for _, keyword, args in instructions if keyword == "FROM"]
+    bases, stages = [], set()
+    for _, keyword, args in instructions:
+        if keyword == "FROM":
+            words = args.split()
+            image = re.sub(r"\$\{?(\w+)\}?", lambda v: defaults.get(v[1], v[0]), words[0])
+            if image not in stages:
+                bases.append(image)
+            if len(words) >= 3 and words[1].upper() == "AS":
+                stages.add(words[2])
+    return bases
 
 
 # ----------------------------------------------------------------------------- the compose file
@@ -427,7 +440,7 @@ def test_dockerfile_problems_are_caught():
     no_user = good.replace("USER lmforge", "")
     assert any("no USER in the final stage" in p for p in dockerfile_problems(no_user))
     # a USER only in the builder stage does not count
-    builder_user = good.replace("USER lmforge", "").replace("RUN python -m venv /opt/venv", "USER nobody\nRUN python -m venv /opt/venv")
+    builder_user = good.replace("USER lmforge", "").replace("RUN python3 -m venv /opt/venv", "USER nobody\nRUN python3 -m venv /opt/venv")
     assert any("no USER in the final stage" in p for p in dockerfile_problems(builder_user))
 
 
@@ -768,3 +781,44 @@ def test_services_commands_and_healthchecks_work_without_docker(postgres, tmp_pa
             for db in databases.values():
                 cursor.execute(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
         connection.close()
+
+
+# ----------------------------------------------------------------------------- layers
+
+
+@pytest.mark.parametrize("name", ["Dockerfile", "Dockerfile.cuda"])
+def test_a_code_change_does_not_reinstall_the_dependencies(name):
+    """The dependencies are installed from pyproject.toml alone, before any of the code (src/,
+    README.md, the project folder) is copied in; the final stage holds no compiler."""
+    instructions = dockerfile_instructions((DOCKER / name).read_text(encoding="utf-8"))
+    deps = next(i for i, (_, k, a) in enumerate(instructions) if k == "RUN" and "pip install -r /build/requirements.txt" in a)
+    torch = next(i for i, (_, k, a) in enumerate(instructions) if k == "RUN" and "torch==" in a)
+    assert torch < deps
+    before = [a for _, k, a in instructions[:deps] if k in ("COPY", "ADD")]
+    assert before == ["pyproject.toml docker/requirements.py /build/"], before
+    final = max(s for s, _, _ in instructions)
+    assert not any(s == final and "build-essential" in a for s, _, a in instructions)
+    installs = [a for s, k, a in instructions if s == final and k == "RUN" and "pip install" in a]
+    assert installs and all("--no-deps" in a for a in installs), installs
+    # podman's build cache does not see what a bind mount from another stage holds: the wheel is copied
+    assert not any(s == final and k == "RUN" and re.search(r"--mount=type=bind,[^ ]*from=", a) for s, k, a in instructions)
+
+
+def test_requirements_reads_dependencies_and_extras(tmp_path):
+    import tomllib
+
+    script = DOCKER / "requirements.py"
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    done = subprocess.run([sys.executable, str(script), str(ROOT / "pyproject.toml"), "team"],
+                          capture_output=True, text=True, check=True)
+    assert done.stdout.splitlines() == project["dependencies"] + project["optional-dependencies"]["team"]
+    done = subprocess.run([sys.executable, str(script), str(ROOT / "pyproject.toml"), "dev"],
+                          capture_output=True, text=True, check=True)
+    lines = done.stdout.splitlines()
+    assert not any(line.startswith("lmforge") for line in lines)  # the self-reference expanded
+    assert set(project["optional-dependencies"]["onnx"]) <= set(lines) and "pytest>=8,<10" in lines
+    done = subprocess.run([sys.executable, str(script), str(ROOT / "pyproject.toml"), "nope"],
+                          capture_output=True, text=True)
+    assert done.returncode != 0 and done.stderr.count("\n") == 1 and "no extra named nope" in done.stderr
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "missing.toml")], capture_output=True, text=True)
+    assert done.returncode == 66 and done.stderr.count("\n") == 1
