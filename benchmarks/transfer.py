@@ -281,19 +281,27 @@ def run(args: argparse.Namespace) -> int:
             for task in tasks:
                 runs.append(finetune_pair(params, arch, task, seed, say))
     rows = summarize(runs)
-    print(format_table(rows))
-    print()
-    for line in summary_lines(rows):
-        print(line)
-    if len(args.seeds) == 1:
-        print(f"(one seed: no spread; a gain pays when it exceeds {MIN_GAIN:g} points)")
+    show(format_table(rows), summary_lines(rows), args.seeds)
     if json_path is not None:
-        json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(json.dumps({"project": str(project), "params": str(params_path), "seeds": args.seeds,
-                                         "overrides": overrides, "output": str(out_root), "runs": runs,
-                                         "rows": rows}, indent=2) + "\n", encoding="utf-8")
-        say(f"wrote {json_path}")
+        write_json(json_path, {"project": str(project), "params": str(params_path), "seeds": args.seeds,
+                               "overrides": overrides, "output": str(out_root), "runs": runs, "rows": rows}, say)
     return 0
+
+
+def show(table: str, lines: list[str], seeds: list[int]) -> None:
+    """The table, then its summary lines, on stdout (with the one-seed caveat)."""
+    print(table)
+    print()
+    for line in lines:
+        print(line)
+    if len(seeds) == 1:
+        print(f"(one seed: no spread; a gain pays when it exceeds {MIN_GAIN:g} points)")
+
+
+def write_json(path: Path, record: dict, say) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    say(f"wrote {path}")
 
 
 def budget_name(minutes: float) -> str:
@@ -338,24 +346,16 @@ def run_curve(args, base, archs, tasks, project: Path, params_path: Path, out_ro
                     runs.append({**record(arch, pre["task"], seed, pre, scratch), "budget_minutes": minutes,
                                  "pretraining": pretraining[(arch, minutes)]})
     rows = curve_rows(runs)
-    print(format_curve(rows))
-    print()
-    for line in time_to_pay_lines(rows):
-        print(line)
-    if len(args.seeds) == 1:
-        print(f"(one seed: no spread; a gain pays when it exceeds {MIN_GAIN:g} points)")
+    show(format_curve(rows), time_to_pay_lines(rows), args.seeds)
     if args.chart:
         chart = Path(args.chart).expanduser().resolve()
         chart.parent.mkdir(parents=True, exist_ok=True)
         chart.write_bytes(draw_curves(rows))
         say(f"wrote {chart}")
     if json_path is not None:
-        json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(json.dumps({"project": str(project), "params": str(params_path), "seeds": args.seeds,
-                                         "budgets": budgets, "overrides": overrides, "output": str(out_root),
-                                         "runs": runs, "rows": rows, "time_to_pay": time_to_pay(rows)},
-                                        indent=2) + "\n", encoding="utf-8")
-        say(f"wrote {json_path}")
+        write_json(json_path, {"project": str(project), "params": str(params_path), "seeds": args.seeds,
+                               "budgets": budgets, "overrides": overrides, "output": str(out_root), "runs": runs,
+                               "rows": rows, "time_to_pay": time_to_pay(rows)}, say)
     return 0
 
 

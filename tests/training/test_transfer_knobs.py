@@ -62,11 +62,13 @@ def test_pretrain_model_may_only_change_dropout_rates(project):
         load_recipe(params, "bert")
 
 
+def _classifier(seed: int) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    return build_model("bert-tiny-test", head="classification", num_labels=3)
+
+
 def test_shrink_and_perturb_is_the_weighted_sum_of_the_two_starts():
-    torch.manual_seed(0)
-    model = build_model("bert-tiny-test", head="classification", num_labels=3)
-    torch.manual_seed(1)
-    fresh = build_model("bert-tiny-test", head="classification", num_labels=3)
+    model, fresh = _classifier(seed=0), _classifier(seed=1)
     before = {k: v.clone() for k, v in model.state_dict().items()}
     shrink_and_perturb(model, fresh, 0.4, 0.6)
     after, init = model.state_dict(), fresh.state_dict()
@@ -78,10 +80,7 @@ def test_shrink_and_perturb_is_the_weighted_sum_of_the_two_starts():
 
 
 def test_reinit_top_layers_resets_the_top_layer_and_the_pooler_and_nothing_below():
-    torch.manual_seed(0)
-    model = build_model("bert-tiny-test", head="classification", num_labels=3)
-    torch.manual_seed(1)
-    fresh = build_model("bert-tiny-test", head="classification", num_labels=3)
+    model, fresh = _classifier(seed=0), _classifier(seed=1)
     before = {k: v.clone() for k, v in model.state_dict().items()}
     names = reinit_top_layers(model, fresh, 1)
     assert names and all(".layers.1." in n or "pooler" in n or "classifier" in n for n in names)

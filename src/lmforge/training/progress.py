@@ -1,8 +1,8 @@
-"""The training stages' progress: optimizer steps done of the run's total (seconds of its wall-clock budget
-under ``budget_minutes``), their rate, the time
-left, the last logged training loss and the tokens per second, through ``lmforge.progress`` (a
-bar on a terminal, a line every ``every`` seconds elsewhere). On rank 0 only; a resumed run
-starts from its step and counts its rate from there."""
+"""The training stages' progress: optimizer steps done of the run's total (seconds of its
+wall-clock budget under ``budget_minutes``), their rate, the time left, the last logged training
+loss and the tokens per second, through ``lmforge.progress`` (a bar on a terminal, a line every
+``every`` seconds elsewhere). On rank 0 only; a resumed run starts from its step and counts its
+rate from there."""
 
 from __future__ import annotations
 

@@ -157,6 +157,13 @@ def _task_row(evaluation: dict, task: str | None) -> dict[str, Any]:
     }
 
 
+def on_plateau(val_loss: float | None, unigram: float | None) -> bool:
+    """Whether a pretraining ended within :data:`PLATEAU_NATS` of its unigram baseline (False
+    when either loss is unknown)."""
+    known = all(v is not None and not math.isnan(v) for v in (val_loss, unigram))
+    return known and val_loss > unigram - PLATEAU_NATS
+
+
 def transfer_verdict(gain: float, val_loss: float, unigram: float) -> str | None:
     """``pays`` (a gain of at least :data:`PAYS_POINTS` points), ``too short to pay`` (the
     pretraining ended within :data:`PLATEAU_NATS` of its unigram baseline) or ``no gain``; None
@@ -165,7 +172,7 @@ def transfer_verdict(gain: float, val_loss: float, unigram: float) -> str | None
         return None
     if 100 * gain >= PAYS_POINTS:
         return "pays"
-    if not math.isnan(val_loss) and not math.isnan(unigram) and val_loss > unigram - PLATEAU_NATS:
+    if on_plateau(val_loss, unigram):
         return "too short to pay"
     return "no gain"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...config import Params
-from ...evaluation.report.leaderboard import PLATEAU_NATS
+from ...evaluation.report.leaderboard import PLATEAU_NATS, on_plateau
 from ...finetuning.headline import baseline_headlines, headline, headline_metric
 from ...training.evaluate import transfer_gain
 from ..kind import CheckOutcome, CheckSpec, Markdown, StageKind, numbers, read_record, read_json_or_empty
@@ -31,9 +31,9 @@ def check(stage, params: Params, out: Path) -> list[CheckOutcome]:
     downstream = bool(tasks) and all(a is not None and m is not None and a > m for _, a, _, m in tasks.values())
     gains = {task: transfer_gain(ft) for task, ft in (ev.get("finetune") or {}).items()}
     gains = {task: g for task, g in gains.items() if g is not None}
-    plateau = loss is not None and unigram is not None and loss > unigram - PLATEAU_NATS
     short = (f"too short to pay: the pretraining ended {unigram - loss:.3f} nats under its unigram baseline (within "
-             f"{PLATEAU_NATS:g}), where fine-tuning starts worse than random weights; no finding. ") if plateau else ""
+             f"{PLATEAU_NATS:g}), where fine-tuning starts worse than random weights; no finding. "
+             if on_plateau(loss, unigram) else "")
     return [
         CheckOutcome("beats_unigram_baseline", intrinsic,
                      f"validation loss {loss} vs unigram baseline {unigram}" if loss is not None else "no validation loss",
