@@ -18,7 +18,12 @@ the stage's callbacks (its loss history, its progress lines) and the Trainer of
 ``train.compile`` (``torch.compile`` of the model). ``hf``: the same model converted with
 ``interop.hf.to_hf`` (same weights), trained by ``transformers.Trainer`` (bf16 autocast,
 ``adamw_torch_fused``, the same schedule and clipping, ``torch_compile`` for ``-compiled``) on
-the same examples and collate.
+the same examples and collate. Two options may follow a run's name, each after a ``+``: ``+pad``
+builds the model with its vocabulary rounded up to a multiple of 64 rows (GPT-2's 50,257 to
+50,304: the LM head's matrix product on tensor-core-friendly shapes; the extra rows are never a
+target, and the FLOPs below still count the real vocabulary), ``+cudnn`` runs attention on cuDNN's
+kernels (``torch.nn.attention.sdpa_kernel``; on a CPU it changes nothing). E.g.
+``ours-compiled+pad+cudnn``.
 
 Timing: after ``--warmup`` steps (compilation included) the GPU is synchronised, then
 ``--steps`` steps are timed, and the GPU synchronised again. Tokens are the batch's positions
@@ -93,16 +98,40 @@ def synthetic_corpus(vocab: Vocab, first_token: int, tokens: int, seed: int = 0)
     return Corpus(docs)
 
 
-def flops_per_token(name: str, model: torch.nn.Module, length: int, predicted_fraction: float) -> float:
-    """Model FLOPs per input position (see the module docstring)."""
+def flops_per_token(name: str, model: torch.nn.Module, length: int, predicted_fraction: float,
+                    vocab_size: int | None = None) -> float:
+    """Model FLOPs per input position (see the module docstring), over ``vocab_size`` output rows
+    (default: the model's; a padded model's real vocabulary counts only its real rows)."""
     cfg = model.config
     L, d = cfg.n_layers, cfg.d_model
+    V = vocab_size or cfg.vocab_size
     attention = 12 * L * d * length
     if name == "gpt2":
         n = sum(p.numel() for k, p in model.named_parameters() if not k.endswith("wpe.weight"))
-        return 6 * n + attention
+        return 6 * (n - (cfg.vocab_size - V) * d) + attention
     n = sum(p.numel() for k, p in model.named_parameters() if ".layers." in k)
-    return 6 * n + attention + 6 * (d * d + d * cfg.vocab_size) * predicted_fraction
+    return 6 * n + attention + 6 * (d * d + d * V) * predicted_fraction
+
+
+PAD_MULTIPLE = 64
+
+
+def parse_run(run: str) -> tuple[str, str, set[str]]:
+    """``impl[-variant][+option...]`` -> (impl, variant, options); unknown parts are an error."""
+    name, *options = run.split("+")
+    impl, _, variant = name.partition("-")
+    if impl not in ("ours", "hf") or variant not in COMPILE_MODES or not set(options) <= {"pad", "cudnn"}:
+        raise ValueError(f"unknown run {run!r} (ours or hf, alone or with -compiled or -cudagraphs, then +pad, +cudnn)")
+    return impl, variant, set(options)
+
+
+def attention_kernels(options: set[str], cuda: bool):
+    """The attention kernels a run may use: cuDNN's alone with ``+cudnn`` on a GPU, else SDPA's choice."""
+    if "cudnn" in options and cuda:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        return sdpa_kernel([SDPBackend.CUDNN_ATTENTION])
+    return contextlib.nullcontext()
 
 
 class _Clock:
@@ -287,7 +316,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--model", choices=sorted(MODELS), default="gpt2")
     ap.add_argument("--runs", default="ours,hf,ours-compiled,hf-compiled",
                     help="comma-separated: ours, hf, each with -compiled (torch.compile) or -cudagraphs "
-                         "(torch.compile's reduce-overhead mode: the compiled step replayed as CUDA graphs)")
+                         "(torch.compile's reduce-overhead mode: the compiled step replayed as CUDA graphs), "
+                         "then +pad (the vocabulary padded to a multiple of 64) and +cudnn (cuDNN attention)")
     ap.add_argument("--batch", type=int, help="sequences per step (default: the model's)")
     ap.add_argument("--steps", type=int, default=30, help="timed steps")
     ap.add_argument("--warmup", type=int, default=10, help="untimed steps first (compilation happens here)")
@@ -327,23 +357,26 @@ def main(argv: list[str] | None = None) -> list[dict]:
 
     runs = [r.strip() for r in a.runs.split(",") if r.strip()]
     for run in runs:  # every name checked before the first run starts
-        impl, _, variant = run.partition("-")
-        if impl not in ("ours", "hf") or variant not in COMPILE_MODES:
-            sys.exit(f"mfu.py: unknown run {run!r} (ours or hf, alone or with -compiled or -cudagraphs)")
+        try:
+            parse_run(run)
+        except ValueError as exc:
+            sys.exit(f"mfu.py: {exc}")
     results = []
     for run in runs:
-        impl, _, variant = run.partition("-")
+        impl, variant, options = parse_run(run)
         # the device check runs each loop eagerly: compiling on a CPU takes minutes and measures nothing
         compiled = None if a.device_check else COMPILE_MODES[variant]
         torch.manual_seed(0)
-        model = build_model(spec["preset"], head=spec["head"], **overrides)
-        per_token = flops_per_token(a.model, model, length, fraction)
+        rows = -(-vocab.size // PAD_MULTIPLE) * PAD_MULTIPLE if "pad" in options else vocab.size
+        model = build_model(spec["preset"], head=spec["head"], **overrides, vocab_size=rows)
+        per_token = flops_per_token(a.model, model, length, fraction, vocab_size=vocab.size)
         loop = run_ours if impl == "ours" else run_hf
         row = {"model": a.model, "run": run, "device": gpu_name, "batch": batch, "length": length, "steps": steps,
+               "vocab_rows": rows, "attention": "cudnn" if "cudnn" in options and cuda else "sdpa",
                "warmup": warmup, "workers": workers, "compile_mode": compiled, "parameters": sum(p.numel() for p in model.parameters()),
                "flops_per_token": per_token}
         try:
-            with tempfile.TemporaryDirectory() as work:
+            with tempfile.TemporaryDirectory() as work, attention_kernels(options, cuda):
                 clock = loop(model, spec, objective, batch=batch, warmup=warmup, steps=steps, compile=compiled,
                              workers=workers, accelerator=accelerator, work_dir=work)
             tokens_per_s = steps * batch * length / clock.seconds

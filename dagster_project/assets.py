@@ -168,13 +168,15 @@ def stage_asset(stage: Stage, graph: StageGraph, max_runtime_s: int) -> AssetsDe
             launched = stage.subprocess and not trains_in_process(p)
             if stage.subprocess:  # a training holds a slot: its own GPUs, never another training's
                 gpus, per = visible_gpus(), gpus_per_training(p)
-                slots = slot_count(p.orchestrate.training_slots, gpus, per)
-                if gpus and slots * per > len(gpus):
+                share = p.orchestrate.trainings_per_gpu
+                slots = slot_count(p.orchestrate.training_slots, gpus, per, share)
+                if gpus and -(-slots // share) * per > len(gpus):
                     raise Failure(description=f"orchestrate.training_slots={slots} x train.devices={per} needs "
-                                              f"{slots * per} GPUs; {len(gpus)} are visible")
+                                              f"{-(-slots // share) * per} GPUs with trainings_per_gpu={share}; "
+                                              f"{len(gpus)} are visible")
                 slot = stack.enter_context(training_slot(root, slots, context.log.info))
                 reported["training_slot"] = slot
-                mine = slot_gpus(slot, gpus, per)
+                mine = slot_gpus(slot, gpus, per, share)
                 if mine and launched:  # (a training in this process sees what the process sees)
                     env["CUDA_VISIBLE_DEVICES"] = reported["gpus"] = ",".join(mine)
             if launched:

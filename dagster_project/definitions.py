@@ -51,7 +51,7 @@ def run_executor(params: Params) -> ExecutorDefinition:
         return in_process_executor
     from lmforge.slots import slot_count, visible_gpus
 
-    slots = slot_count(o.training_slots, visible_gpus(), gpus_per_training(params))
+    slots = slot_count(o.training_slots, visible_gpus(), gpus_per_training(params), o.trainings_per_gpu)
     config = {"max_concurrent": o.max_concurrent or (os.cpu_count() or 1),
               "tag_concurrency_limits": [{"key": "lmforge/slot", "value": "training", "limit": slots}]}
     return multiprocess_executor.configured(config, name="lmforge_multiprocess")

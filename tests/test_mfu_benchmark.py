@@ -29,3 +29,30 @@ def test_both_loops_run_on_a_cpu_and_report_their_rates(model):
         # the profiled wait for data: some time in next() (no worker here: the batch is built
         # inside it), less than the whole window
         assert 0 < row["data_wait_fraction"] < 1
+
+
+def test_a_padded_vocabulary_counts_only_the_real_rows():
+    from lmforge.models.registry import build_model
+
+    mfu = load_benchmark("mfu")
+    plain, padded = build_model("gpt2", head="lm"), build_model("gpt2", head="lm", vocab_size=50304)
+    assert padded.gpt.wte.weight.shape[0] == 50304 == -(-50257 // mfu.PAD_MULTIPLE) * mfu.PAD_MULTIPLE
+    assert mfu.flops_per_token("gpt2", padded, 1024, 1.0, vocab_size=50257) == mfu.flops_per_token("gpt2", plain, 1024, 1.0)
+    bert, bert_padded = build_model("bert-base", head="pretraining"), build_model("bert-base", head="pretraining", vocab_size=30528)
+    assert (mfu.flops_per_token("bert-base", bert_padded, 512, 0.15, vocab_size=30522)
+            == mfu.flops_per_token("bert-base", bert, 512, 0.15))
+
+
+def test_run_names_are_parsed_with_their_options_and_unknown_ones_refused():
+    mfu = load_benchmark("mfu")
+    assert mfu.parse_run("ours-compiled+pad+cudnn") == ("ours", "compiled", {"pad", "cudnn"})
+    assert mfu.parse_run("hf") == ("hf", "", set())
+    for bad in ("ours+fast", "theirs-compiled", "ours-jit"):
+        with pytest.raises(ValueError, match="unknown run"):
+            mfu.parse_run(bad)
+
+
+def test_the_padded_run_trains_on_a_cpu_and_says_so():
+    rows = load_benchmark("mfu").main(["--model", "gpt2", "--device-check", "--runs", "ours+pad+cudnn"])
+    assert "error" not in rows[0], rows[0]
+    assert rows[0]["vocab_rows"] == 50304 and rows[0]["attention"] == "sdpa"  # cuDNN only on a GPU

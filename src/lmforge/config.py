@@ -449,6 +449,9 @@ class OrchestrateConfig(_Strict):
     training_slots: int = Field(
         0, ge=0, description="trainings running at once, each on a slot of its own (its GPUs: train.devices of them): "
                              "0 = as many as the visible GPUs hold, 1 on a machine without a GPU")
+    trainings_per_gpu: int = Field(
+        1, ge=1, description="trainings that may share one slot's GPUs at once (small models on a large GPU); "
+                             "1: a GPU is never shared")
 
 
 class Params(_Strict):

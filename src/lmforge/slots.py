@@ -3,7 +3,9 @@
 A slot is ``train.devices`` GPUs (one GPU when ``devices`` is ``auto``), or the CPU on a machine
 without one. A training holds its slot's lock (``<project>/.lmforge/slots/training-<i>.lock``,
 an OS lock the system drops if its holder dies) for as long as it runs and sees only that
-slot's GPUs, so two trainings never share a GPU, whichever runs or processes started them.
+slot's GPUs, so two trainings never share a GPU, whichever runs or processes started them,
+unless ``orchestrate.trainings_per_gpu`` says how many may (small models that leave most of a
+large GPU idle): slots ``share * k`` to ``share * k + share - 1`` then hold the same GPUs.
 """
 
 from __future__ import annotations
@@ -27,16 +29,17 @@ def visible_gpus() -> list[str]:
     return [str(i) for i in range(torch.cuda.device_count())]
 
 
-def slot_count(configured: int, gpus: list[str], per_training: int) -> int:
-    """``configured`` slots, or (0) as many as the GPUs hold, at least one."""
+def slot_count(configured: int, gpus: list[str], per_training: int, share: int = 1) -> int:
+    """``configured`` slots, or (0) as many as the GPUs hold (``share`` trainings on each), at least one."""
     if configured:
         return configured
-    return max(1, len(gpus) // max(1, per_training))
+    return max(1, len(gpus) // max(1, per_training) * max(1, share))
 
 
-def slot_gpus(slot: int, gpus: list[str], per_training: int) -> list[str]:
-    """The GPUs of ``slot`` (none without GPUs)."""
-    return gpus[slot * per_training:(slot + 1) * per_training]
+def slot_gpus(slot: int, gpus: list[str], per_training: int, share: int = 1) -> list[str]:
+    """The GPUs of ``slot`` (none without GPUs); ``share`` consecutive slots hold the same GPUs."""
+    group = slot // max(1, share)
+    return gpus[group * per_training:(group + 1) * per_training]
 
 
 @contextlib.contextmanager

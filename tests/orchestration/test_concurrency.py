@@ -101,3 +101,11 @@ def test_slot_count_and_gpus_follow_the_machine():
     assert [slot_gpus(s, gpus, 2) for s in range(4)] == [["0", "1"], ["2", "3"], ["4", "5"], ["6", "7"]]
     assert slot_gpus(0, [], 1) == []
     assert slot_gpus(1, ["4", "6"], 1) == ["6"]  # CUDA_VISIBLE_DEVICES=4,6: slot 1 is GPU 6
+
+
+def test_trainings_per_gpu_deals_consecutive_slots_the_same_gpus():
+    gpus = ["0", "1"]
+    assert slot_count(0, gpus, 1, share=3) == 6 and slot_count(0, [], 1, share=3) == 1  # the CPU: one slot
+    assert [slot_gpus(s, gpus, 1, share=3) for s in range(6)] == [["0"]] * 3 + [["1"]] * 3
+    assert [slot_gpus(s, ["0", "1", "2", "3"], 2, share=2) for s in range(4)] == [["0", "1"], ["0", "1"], ["2", "3"], ["2", "3"]]
+    assert [slot_gpus(s, gpus, 1) for s in range(2)] == [["0"], ["1"]]  # share 1: a GPU is never shared
