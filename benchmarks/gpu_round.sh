@@ -34,10 +34,13 @@ if [ -z "${OUT:-}" ]; then echo "gpu_round.sh: set OUT to the folder for the res
 PY="${PYTHON:-python3}"
 BUDGET="${GPU_ROUND_SECONDS:-510}"
 WORK="${GPU_ROUND_WORK:-/tmp/lmforge-gpu-round}"
-# which parts run (GPU_ROUND_PHASES=e2e on the same machine goes on with an end-to-end run that
-# was stopped at the time limit: the finished stages are up to date and are not redone)
+# which parts run: mfu, tests, e2e (= data, then train). GPU_ROUND_PHASES=e2e on the same machine
+# goes on with an end-to-end run that was stopped at the time limit (the finished stages are up to
+# date and are not redone); GPU_ROUND_PHASES=data on a CPU machine prepares GPU_ROUND_WORK, and
+# GPU_ROUND_PHASES=train with that folder carried to the GPU machine runs only the stages after
+# the data ones there (their inputs are the carried files; the corpus is not read again)
 PHASES=",${GPU_ROUND_PHASES:-mfu,tests,e2e},"
-has() { [[ "$PHASES" == *",$1,"* ]]; }
+has() { [[ "$PHASES" == *",$1,"* ]] || { [[ "$1" == data || "$1" == train ]] && [[ "$PHASES" == *",e2e,"* ]]; }; }
 export PYTHONPATH="$REPO/src:$REPO${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 mkdir -p "$OUT"
 T0=$(date +%s)
@@ -114,15 +117,19 @@ overrides = [a for a in sys.argv[1:] if a != "--set"]
 graph = build_stages(load_params("params.yaml", overrides), root=".")
 print(",".join(s.name for s in graph if s.kind in ("clean", "tokenizer", "tokens", "dataset")))
 print(",".join(s.name for s in graph if s.kind == "pretrain"))
+print(",".join(s.name for s in graph if s.kind not in ("clean", "tokenizer", "tokens", "dataset")))
 EOF
 ) || { log "error: the parameters or the stage graph are wrong (see above)"; exit 2; }
-PRETRAIN_ASSETS=$(sed -n 2p <<< "$DATA_ASSETS"); DATA_ASSETS=$(sed -n 1p <<< "$DATA_ASSETS")
+PRETRAIN_ASSETS=$(sed -n 2p <<< "$DATA_ASSETS"); TRAIN_ASSETS=$(sed -n 3p <<< "$DATA_ASSETS"); DATA_ASSETS=$(sed -n 1p <<< "$DATA_ASSETS")
 e2e() {  # a Dagster run of the scratch project, its output appended to e2e.log
   (cd "$PROJECT" && LMFORGE_PROJECT="$PROJECT" DAGSTER_HOME="$WORK/dagster" "$PY" -m dagster_project.run "$@" "${SETS[@]}") >> "$OUT/e2e.log" 2>&1
 }
-log "e2e: data stages start in the background: $DATA_ASSETS"
-e2e --select "$DATA_ASSETS" &
-DATA_PID=$!
+DATA_PID=""
+if has data; then
+  log "e2e: data stages start in the background: $DATA_ASSETS"
+  e2e --select "$DATA_ASSETS" &
+  DATA_PID=$!
+fi
 
 # ---------------------------------------------------------------- 2. MFU, the GPU to itself
 mfu() {
@@ -139,9 +146,11 @@ if has mfu; then
 fi
 
 # ---------------------------------------------------------------- 3. training stages, with pytest -m gpu beside them
-log "e2e: waiting for the data stages"
-wait "$DATA_PID"; DATA_RC=$?
-log "e2e: data stages exit $DATA_RC"
+if [ -n "$DATA_PID" ]; then
+  log "e2e: waiting for the data stages"
+  wait "$DATA_PID"; DATA_RC=$?
+  log "e2e: data stages exit $DATA_RC"
+fi
 TEST_PID=""
 if has tests; then
   limit=$(allow 150 30)
@@ -151,16 +160,21 @@ if has tests; then
      -o addopts= -q -rA --timeout 100 > "$OUT/pytest_gpu.log" 2>&1; echo "pytest exit $?" >> "$OUT/pytest_gpu.log") &
   TEST_PID=$!
 fi
-if has e2e; then
+if has train; then
+  REST=(); has data || REST=(--select "$TRAIN_ASSETS")  # the carried data stages are not run again
   # every pretraining first (Dagster's own order starts with the from-scratch fine-tunings, which
-  # need no pretraining: a time limit would then leave no pretrained model), then the rest
+  # need no pretraining: a time limit would then leave no pretrained model), then the rest; with
+  # GPU_ROUND_PRETRAIN_FIRST=0 one run does it all (when the slots hold every pretraining and
+  # every control at once, nothing waits, and one run's start-up is saved)
+  if [ "${GPU_ROUND_PRETRAIN_FIRST:-1}" = 1 ]; then
+    limit=$(allow 600 25)
+    log "e2e: pretraining stages ($PRETRAIN_ASSETS), at most ${limit}s"
+    timeout -k 15 "$limit" bash -c "$(declare -f e2e); $(declare -p SETS PROJECT WORK OUT PY); e2e --select '$PRETRAIN_ASSETS'"
+    log "e2e: pretraining exit $?"
+  fi
   limit=$(allow 600 25)
-  log "e2e: pretraining stages ($PRETRAIN_ASSETS), at most ${limit}s"
-  timeout -k 15 "$limit" bash -c "$(declare -f e2e); $(declare -p SETS PROJECT WORK OUT PY); e2e --select '$PRETRAIN_ASSETS'"
-  log "e2e: pretraining exit $?"
-  limit=$(allow 600 25)
-  log "e2e: fine-tuning, the from-scratch controls, evaluate, report, at most ${limit}s"
-  timeout -k 15 "$limit" bash -c "$(declare -f e2e); $(declare -p SETS PROJECT WORK OUT PY); e2e"
+  log "e2e: the training stages left (fine-tuning, the from-scratch controls), evaluate, report, at most ${limit}s"
+  timeout -k 15 "$limit" bash -c "$(declare -f e2e); $(declare -p SETS PROJECT WORK OUT PY REST); e2e \"\${REST[@]}\""
   log "e2e: exit $?"
 fi
 if [ -n "$TEST_PID" ]; then

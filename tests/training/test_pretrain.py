@@ -389,3 +389,17 @@ def test_compiled_pretraining_follows_the_eager_losses(project):
         assert compiled[step] == pytest.approx(eager[step], rel=1e-4), (step, compiled, eager)
     state = load_model_dir(project / "compiled" / arch / "pretrain" / "model").state_dict()
     assert not any("_orig_mod" in key for key in state)
+
+
+def test_the_untrained_models_validation_runs_where_the_model_will_train(monkeypatch):
+    import torch
+
+    from lmforge.config import TrainConfig
+    from lmforge.training.run import evaluation_device
+
+    assert evaluation_device(TrainConfig(accelerator="cpu")) == torch.device("cpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    assert evaluation_device(TrainConfig(accelerator="auto")) == torch.device("cuda", 1)
+    assert evaluation_device(TrainConfig(accelerator="cpu")) == torch.device("cpu")

@@ -36,7 +36,7 @@ from .budget import WallClockBudget
 from .module import LMForgeModule
 from .progress import TrainingProgress
 from .recipes import Recipe, load_recipe, recipe_path, size_recipe, unset_budget
-from .run import History, build_trainer, check_trainable, is_rank_zero, start_attempt, world_size
+from .run import History, build_trainer, check_trainable, evaluation_device, is_rank_zero, start_attempt, world_size
 
 
 def tokenizer_overrides(preset: str, vocab: Vocab) -> dict[str, Any]:
@@ -123,8 +123,14 @@ def run_pretrain(params: Params, arch: str, *, log: Callable[[str], None] = prin
                            vocab_size=vocab.size, unigram_counts=counts, bytes_per_token=bytes_per_token,
                            carry_memory=carry_memory, device=device)
 
-    # where the untrained model stands (the same initial weights on a resumed run: same seed)
-    start = intrinsic("cpu") if data.val_data is not None else None
+    # where the untrained model stands (the same initial weights on a resumed run: same seed), on
+    # the device it trains on: on a CPU beside a GPU a base model's pass took minutes
+    start = None
+    if data.val_data is not None:
+        device = evaluation_device(params.train)
+        model.to(device)
+        start = intrinsic(device)
+        model.cpu()  # the Trainer places it (and builds the optimizer) as on a run without this pass
 
     from .. import tracking
     from ..models.folder import save_model_dir

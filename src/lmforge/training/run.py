@@ -116,6 +116,14 @@ def resolve_precision(cfg: TrainConfig) -> str:
     return "bf16-mixed" if gpu and torch.cuda.is_bf16_supported() else "32-true"
 
 
+def evaluation_device(cfg: TrainConfig) -> torch.device:
+    """Where this process evaluates a model outside the Trainer (the untrained model's validation
+    loss): the GPU it trains on (its local rank's) when it trains on one, else the CPU."""
+    if cfg.accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available():
+        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
+    return torch.device("cpu")
+
+
 def world_size() -> int:
     return int(os.environ.get("WORLD_SIZE", "1"))
 
