@@ -551,3 +551,37 @@ def test_f1_selection_needs_a_two_label_task(project):
     params = load_params(write_params(project), [f"{project / 'pipelines' / 'bert.yaml'}:finetune.metric=f1"])
     with pytest.raises(ConfigError, match="f1 is the positive label's, for two-label tasks; three has 3 labels"):
         finetune.run_finetune(params, "bert", str(task), from_scratch=True, log=lambda m: None, tracker_factory=FakeTracker)
+
+
+def test_best_weights_are_saved_and_restored_when_parameters_are_views_of_one_buffer(tmp_path):
+    """On a GPU cuDNN packs an LSTM's weights into one buffer, each parameter a view of part of it;
+    safetensors' save_model refuses that (the ELMo fine-tuning failed so on an H100). Two views
+    of one buffer stand in for it here, and a tied pair for GPT's tied embedding."""
+    import torch
+    from torch import nn
+
+    from lmforge.training.finetune_callbacks import load_weights, save_weights
+
+    class Packed(nn.Module):
+        def __init__(self):
+            super().__init__()
+            flat = torch.arange(12.0)
+            self.a = nn.Parameter(flat[:4])
+            self.b = nn.Parameter(flat[4:10])  # views of one 12-element storage, not covering it
+            self.emb = nn.Linear(3, 2, bias=False)
+            self.out = nn.Linear(3, 2, bias=False)
+            self.out.weight = self.emb.weight  # tied
+
+    from safetensors.torch import save_model
+
+    model = Packed()
+    with pytest.raises(RuntimeError, match="save state dict"):
+        save_model(model, str(tmp_path / "refused.safetensors"))
+    save_weights(model, tmp_path / "w.safetensors")
+    other = Packed()
+    with torch.no_grad():
+        for p in other.parameters():
+            p.zero_()
+    load_weights(other, tmp_path / "w.safetensors")
+    assert torch.equal(other.a, torch.arange(4.0)) and torch.equal(other.b, torch.arange(4.0, 10.0))
+    assert torch.equal(other.emb.weight, model.emb.weight) and other.out.weight is other.emb.weight

@@ -1,4 +1,5 @@
-"""Training on a CUDA GPU: every architecture's bf16 pretraining step through the real stage, an
+"""Training on a CUDA GPU: every architecture's bf16 pretraining step through the real stage, its
+from-scratch fine-tuning with the best weights kept, an
 FSDP checkpoint that resumes after SIGKILL, and DDP / FSDP under ``torchrun`` against one process.
 
 These run only where CUDA is present (``pytest -m gpu``); elsewhere they are skipped with the
@@ -48,6 +49,18 @@ def test_bf16_pretraining_of_every_architecture_on_the_gpu(project, arch):
     first, last = _mean(losses[s] for s in range(1, 6)), _mean(losses[s] for s in range(steps - 4, steps + 1))
     assert last < first, (arch, losses)
     assert math.isfinite(metrics["validation"]["loss"])
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURE_NAMES)
+def test_fine_tuning_of_every_architecture_on_the_gpu_keeps_and_restores_its_best_weights(project, arch):
+    """The from-scratch fine-tuning on the GPU: its best weights written during training (ELMo's
+    cuDNN-packed LSTM weights once stopped this) and the finished model saved."""
+    from lmforge.training.finetune import run_finetune
+
+    write_params(project, train={**GPU, "finetune_max_steps": 4, "checkpoint_every": 2}, tracking={"enabled": False})
+    params = load_params(project / "params.yaml")
+    metrics = run_finetune(params, arch, str(project / "task"), from_scratch=True, log=lambda line: None)
+    assert metrics["init"] == "scratch" and metrics["selection"]["best_step"] is not None, metrics
 
 
 @pytest.mark.slow

@@ -22,6 +22,22 @@ from torch import nn
 Evaluate = Callable[[nn.Module, Any], dict[str, float]]
 
 
+def save_weights(model: nn.Module, path: Path) -> None:
+    """Every tensor of ``model``'s state under its own name, copied to the CPU. (safetensors'
+    ``save_model`` refuses tensors that are views into a larger buffer, as an LSTM's weights are
+    on a GPU, where cuDNN packs them into one; tied weights are simply written once per name.)"""
+    from safetensors.torch import save_file
+
+    save_file({k: v.detach().to("cpu", copy=True).contiguous() for k, v in model.state_dict().items()}, str(path))
+
+
+def load_weights(model: nn.Module, path: Path) -> None:
+    """The weights :func:`save_weights` wrote, every name required, copied into ``model`` where it is."""
+    from safetensors.torch import load_file
+
+    model.load_state_dict(load_file(str(path)), strict=True)
+
+
 class BestOnValidation(pl.Callback):
     """Evaluate ``metric`` (higher is better) after every validation pass (every ``every``
     optimizer steps); keep the best weights in ``weights_dir`` (``best-step-<k>.safetensors``);
@@ -94,12 +110,10 @@ class BestOnValidation(pl.Callback):
                                                                           f" (best {self.best_value:.4f} at step {self.best_step})"))
 
     def _save(self, model: nn.Module, step: int) -> None:
-        from safetensors.torch import save_model
-
         self.weights_dir.mkdir(parents=True, exist_ok=True)
         path = self.weights_file(step)
         tmp = path.with_name(path.name + ".tmp")
-        save_model(model, str(tmp))
+        save_weights(model, tmp)
         tmp.replace(path)
         self._prune(keep={step, self._checkpointed_best})
 
@@ -118,9 +132,7 @@ class BestOnValidation(pl.Callback):
         if path is None or not path.exists():
             raise RuntimeError(f"no weights of the best validation step ({self.best_step}) in {self.weights_dir}")
         if self.best_step != step:
-            from safetensors.torch import load_model
-
-            load_model(pl_module.model, str(path), strict=True, device=str(pl_module.device))
+            load_weights(pl_module.model, path)
             self._say(f"restored the weights of step {self.best_step} (validation {self.metric} {self.best_value:.4f})")
         self._prune(keep={self.best_step})
 
