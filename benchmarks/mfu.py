@@ -34,12 +34,14 @@ the GPU's own time between the two, from CUDA events recorded at the end of a st
 start of the next (after the batch's copy is queued): time the GPU had no step's work, because
 the host had not yet queued it (the data not ready, or the loop's overhead).
 
-Model FLOPs per token (the PaLM paper's appendix B, as nanoGPT counts them): 6 N + 12 L d T,
-N the parameters that act on every token (for GPT-2 every parameter except the position table,
-the tied token embedding being the output layer; for BERT the 12 encoder layers), L layers,
-d width, T the sequence length; BERT's masked-LM head (its transform and the tied output layer,
-6 (d^2 + d V) FLOPs per prediction) counts at the positions that are predicted, as our model
-computes it (``transformers`` computes the head at every position: work the count leaves out).
+Model FLOPs per token: ``lmforge.models.flops`` (the PaLM paper's appendix B, as nanoGPT counts
+them), the count every training run's ``compute`` record uses: 6 N + 12 L d T, N the parameters
+outside the embedding tables, the tied output layer over the vocabulary counted at the positions
+that are predicted (every position for GPT-2; BERT's masked positions, as our model computes its
+head: ``transformers`` computes it at every position, work the count leaves out), L layers, d
+width, T the sequence length. For GPT-2 this is 6 x (every parameter less the position table)
+plus attention; for BERT it also counts the pooler and the head's transform at every position
+(1.1% above the count of the first two GPU rounds, which took the encoder layers alone).
 MFU = model FLOPs per second / the GPU's dense bf16 peak (``--peak-tflops``; H100/H200 SXM:
 989 TFLOP/s).
 """
@@ -62,17 +64,17 @@ import numpy as np
 import torch
 
 from lmforge.config import Params
+from lmforge.models.flops import flops_per_token as model_flops_per_token
 from lmforge.models.registry import build_model
 from lmforge.objectives.base import Corpus, Document, Vocab, rng_for
 from lmforge.objectives.registry import OBJECTIVES
 from lmforge.training.data import ObjectiveDataModule
 from lmforge.training.module import LMForgeModule
+from lmforge.training.compute import PEAK_TFLOPS
 from lmforge.training.recipes import OptimConfig
 from lmforge.training.progress import TrainingProgress
 from lmforge.training.run import History, build_trainer
 
-# the dense bf16 tensor-core peak of each GPU (SXM parts), TFLOP/s
-PEAK_TFLOPS = {"H200": 989.4, "H100": 989.4, "A100": 312.0}
 
 MODELS = {
     "gpt2": dict(preset="gpt2", head="lm", objective="clm", length=1024, batch=32, learning_rate=6e-4,
@@ -100,17 +102,11 @@ def synthetic_corpus(vocab: Vocab, first_token: int, tokens: int, seed: int = 0)
 
 def flops_per_token(name: str, model: torch.nn.Module, length: int, predicted_fraction: float,
                     vocab_size: int | None = None) -> float:
-    """Model FLOPs per input position (see the module docstring), over ``vocab_size`` output rows
-    (default: the model's; a padded model's real vocabulary counts only its real rows)."""
+    """Model FLOPs per input position (``models.flops``), over ``vocab_size`` output rows (default:
+    the model's; a padded model's real vocabulary counts only its real rows)."""
     cfg = model.config
-    L, d = cfg.n_layers, cfg.d_model
-    V = vocab_size or cfg.vocab_size
-    attention = 12 * L * d * length
-    if name == "gpt2":
-        n = sum(p.numel() for k, p in model.named_parameters() if not k.endswith("wpe.weight"))
-        return 6 * (n - (cfg.vocab_size - V) * d) + attention
-    n = sum(p.numel() for k, p in model.named_parameters() if ".layers." in k)
-    return 6 * n + attention + 6 * (d * d + d * V) * predicted_fraction
+    padding = cfg.vocab_size - (vocab_size or cfg.vocab_size)
+    return model_flops_per_token(model, length, predicted_fraction) - 6 * cfg.d_model * padding * predicted_fraction
 
 
 PAD_MULTIPLE = 64

@@ -251,3 +251,26 @@ def test_the_transfer_column_says_pays_too_short_or_no_gain(project):
     assert df.loc["xlnet", "transfer"] == "no gain" and df.loc["gpt", "transfer"] == "no gain"
     assert "too short to pay" in format_leaderboard(leaderboard([xlnet | {"pretrain": {**xlnet["pretrain"],
         "validation": {**xlnet["pretrain"]["validation"], "loss": 6.9}}}]))
+
+
+def test_the_compute_columns_and_what_the_gain_cost_come_from_the_pretrainings_record(project):
+    _, evaldir, _ = project
+    evaluations = load_evaluations(evaldir)
+    gpt = next(e for e in evaluations if e["architecture"] == "gpt")
+    gpt["finetune"][TASK]["scratch"] = {"test": {"accuracy": 0.604}}  # 0.70 - 0.604: +9.6 points
+    gpt["pretrain"]["compute"] = {"tokens": 12_000_000, "flops": 1.3e15, "seconds": 700.0, "cpu_seconds": 780.0,
+                                  "device": "cpu", "devices": 1, "mfu": None}
+    row = leaderboard(evaluations).set_index("architecture").loc["gpt"]
+    assert (row["pretrain_tokens"], row["pretrain_flops"], row["pretrain_minutes"]) == (12_000_000, 1.3e15, 13.0)
+    assert math.isnan(row["pretrain_mfu"])  # no peak known for a CPU
+    assert row["transfer_cost"] == "+9.6 points for 12M tokens, 1.3P FLOP, 13.0 CPU-minutes"
+    # on GPUs: wall time x GPUs, and the MFU
+    gpt["pretrain"]["compute"].update(device="NVIDIA H100 80GB HBM3", devices=2, seconds=90.0, mfu=0.301)
+    row = leaderboard(evaluations).set_index("architecture").loc["gpt"]
+    assert (row["pretrain_minutes"], row["pretrain_mfu"]) == (3.0, 0.301)
+    assert row["transfer_cost"].endswith("3.0 GPU-minutes")
+    table = format_leaderboard(leaderboard(evaluations))
+    assert "| 12M | 1.3P | 3.0 | 30.1% |" in table
+    # an evaluation from before the record: empty cells, no cost
+    xlnet = next(e for e in evaluations if e["architecture"] == "xlnet")
+    assert leaderboard([xlnet]).iloc[0]["transfer_cost"] is None

@@ -418,6 +418,14 @@ def test_finetune_selects_on_validation_and_the_scratch_control_matches_it(proje
         with open(root / folder / "history.csv", encoding="utf-8") as f:
             rows = [r for r in csv.DictReader(f) if r["validation/accuracy"]]
         assert [int(r["step"]) for r in rows] == [2, 4, 5] and all(r["validation/macro_f1"] for r in rows)
+        # what it cost: 5 steps x 8 examples; a classifier's head never runs over the vocabulary
+        c = m["compute"]
+        assert c["examples"] == 40 and c["predicted_fraction"] == 0.0 and c["tokens"] > 0 and c["mfu"] is None
+        from lmforge.models.flops import flops_per_token
+        from lmforge.models.folder import load_model_dir
+
+        classifier = load_model_dir(root / folder / "model")
+        assert c["flops"] == pytest.approx(flops_per_token(classifier, c["positions_per_example"], 0.0) * c["tokens"])
     assert {k: v for k, v in scratch["budget"].items()} == pretrained["budget"]
     assert scratch["fingerprint"] != pretrained["fingerprint"]
     # same architecture and config, none of the pretrained weights

@@ -56,6 +56,15 @@ def test_pretrain_writes_model_history_metrics_and_mlflow_run(project):
     tokens = [int(r["tokens"]) for r in rows]
     assert tokens[0] > 0 and tokens == [tokens[0] * k for k in range(1, 5)]  # equal blocks every step
     assert all(float(r["tokens_per_second"]) > 0 and float(r["lr"]) > 0 for r in rows)
+    # what the run cost: the tokens of the history, the model FLOPs over them (clm: every position predicted)
+    from lmforge.models.flops import flops_per_token
+
+    compute = metrics["compute"]
+    assert compute["tokens"] == tokens[-1] == compute["examples"] * params.dataset.clm.block_size
+    assert compute["predicted_fraction"] == 1.0 and compute["device"] == "cpu" and compute["mfu"] is None
+    saved = load_model_dir(out / "model")
+    assert compute["flops"] == pytest.approx(flops_per_token(saved, compute["positions_per_example"], 1.0) * tokens[-1])
+    assert compute["positions_per_example"] == params.dataset.clm.block_size and 0 < compute["cpu_seconds"]
     v = metrics["validation"]
     assert 0 < v["loss"] and 0 <= v["accuracy"] <= 1 and v["predicted_tokens"] > 0 and v["bits_per_byte"] > 0
     # the headline numbers follow from the loss: e^loss, and bits over the bpe tokenizer's bytes per token

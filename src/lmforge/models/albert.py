@@ -132,6 +132,10 @@ class AlbertModel(nn.Module):
                                       norm_first=False, eps=c.eps)
         self.pooler = nn.Linear(c.d_model, c.d_model) if pooler else None
 
+    def flop_repeats(self) -> dict[nn.Module, int]:
+        """The shared block runs ``n_layers`` times a pass (``models.flops`` counts its work so)."""
+        return {self.block: self.config.n_layers}
+
     def forward(
         self,
         input_ids: torch.Tensor,

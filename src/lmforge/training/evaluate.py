@@ -31,7 +31,7 @@ def gather(params: Params, arch: str) -> dict[str, Any]:
         raise FileNotFoundError(f"{arch}: no {root / 'pretrain' / 'metrics.json'}; run `lmforge pretrain {arch}` first")
     out: dict[str, Any] = {k: pre.get(k) for k in ("architecture", "objective", "tokenizer", "preset", "parameters")}
     out["pretrain"] = {k: pre.get(k) for k in ("steps", "train_loss_first", "train_loss_last", "seconds", "mlflow_run_id",
-                                                "validation", "validation_start", "registered_model")}
+                                                "validation", "validation_start", "registered_model", "compute")}
     out["pretrain"]["history"] = str(root / "pretrain" / "history.csv")
     out["finetune"] = {}
     for task in params.finetune.tasks:

@@ -74,6 +74,7 @@ from .progress import TrainingProgress
 from .pretrain import draw_run_charts, tokenizer_overrides, tracking_factory
 from .recipes import (FinetuneRecipe, Recipe, SizeRecipe, load_recipe, recipe_path, resolve_finetune_budget, size_recipe,
                       unset_budget)
+from .compute import compute_record, device_name, labelled_fraction
 from .run import History, build_trainer, check_trainable, start_attempt, world_size
 from .warm_start import reinit_top_layers, shrink_and_perturb
 
@@ -362,7 +363,7 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
                                   inputs=tracking.dvc_hashes([tok_dir] if scratch else [pretrained_dir, tok_dir]),
                                   recipe=f"{params.train.recipes}/{arch}.yaml"),
               "stage": "finetune", "architecture": arch, "task": task.name, "init": init})
-    started = time.time()
+    started, cpu_started = time.time(), time.process_time()
     with tracker:
         tracker.log_params({"architecture": arch, "task": task.name, "mode": mode, "preset": preset, "init": init,
                             "optim": optim.model_dump(mode="json"), "finetune": ft.model_dump(mode="json"),
@@ -408,6 +409,13 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
             "baselines": baseline_scores,
             "task_summary": task.summary(), "seconds": round(time.time() - started, 1), "fingerprint": fp,
             "mlflow_run_id": tracker.run_id,
+            # the output layer over the vocabulary runs only when the answer is written (text to text)
+            "compute": compute_record(
+                model, tokens=history.tokens, examples=trainer.global_step * budget["global_batch"],
+                seconds=time.time() - started, cpu_seconds=time.process_time() - cpu_started,
+                predicted_fraction=(labelled_fraction(_batches(encoded["train"][:256], data.collate))
+                                    if mode == "text_to_text" else 0.0),
+                device=device_name(module.device), devices=world_size()),
         }
         # the task record (labels, input layout) also travels inside the model folder, so that
         # the folder alone predicts on new text (lmforge predict, the registered MLflow model)

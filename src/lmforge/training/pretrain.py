@@ -36,6 +36,7 @@ from .budget import WallClockBudget
 from .module import LMForgeModule
 from .progress import TrainingProgress
 from .recipes import Recipe, load_recipe, recipe_path, size_recipe, unset_budget
+from .compute import compute_record, device_name, labelled_fraction
 from .run import History, build_trainer, check_trainable, evaluation_device, is_rank_zero, start_attempt, world_size
 
 
@@ -141,7 +142,7 @@ def run_pretrain(params: Params, arch: str, *, log: Callable[[str], None] = prin
                                   inputs=tracking.dvc_hashes([tok_dir, store_manifest.parent, recipe_path(params, arch)]),
                                   recipe=f"{params.train.recipes}/{arch}.yaml"),
               "stage": "pretrain", "architecture": arch, "objective": recipe.objective})
-    started = time.time()
+    started, cpu_started = time.time(), time.process_time()
     with tracker:
         tracker.log_params({"architecture": arch, "objective": recipe.objective, "tokenizer": kind, "preset": size.preset,
                             "model": overrides, "optim": optim.model_dump(mode="json"), "parameters": n_params,
@@ -165,6 +166,11 @@ def run_pretrain(params: Params, arch: str, *, log: Callable[[str], None] = prin
             "examples_seen": module.micro_steps_done * batch_size * world_size(),
             "train_loss_first": history.first("train/loss"), "train_loss_last": history.last("train/loss"),
             "validation": final, "validation_start": start, "seconds": round(time.time() - started, 1), "fingerprint": fp,
+            "compute": compute_record(model, tokens=history.tokens, examples=module.micro_steps_done * batch_size * world_size(),
+                                      seconds=time.time() - started, cpu_seconds=time.process_time() - cpu_started,
+                                      predicted_fraction=labelled_fraction(_train_batches(data, 10)),
+                                      device=device_name(module.device),
+                                      devices=world_size()),
             "mlflow_run_id": tracker.run_id,
         }
         staged = attempt.staging  # the output, put in place of out_dir once complete

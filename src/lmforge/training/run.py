@@ -210,6 +210,11 @@ class History(pl.Callback):
         if self.sink is not None:
             self.sink(dict(metrics), int(step))
 
+    @property
+    def tokens(self) -> int:
+        """Input positions trained on so far, every process, the whole run (a resumed one too)."""
+        return self._tokens
+
     def state_dict(self) -> dict[str, Any]:
         return {"rows": self.rows, "last_step": self._last_step, "tokens": self._tokens}
 

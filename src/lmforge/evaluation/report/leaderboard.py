@@ -27,6 +27,10 @@ COLUMNS: dict[str, str] = {
     "tokenizer": "tokenizer",
     "parameters": "trainable parameters",
     "steps": "pretraining optimizer steps",
+    "pretrain_tokens": "input positions the pretraining trained on (padding included)",
+    "pretrain_flops": "model FLOPs of the pretraining (6 N plus attention, the output layer at the predicted positions)",
+    "pretrain_minutes": "processor minutes of the pretraining: CPU time on a CPU, wall time x GPUs on a GPU",
+    "pretrain_mfu": "model FLOPs utilisation of the pretraining against the GPU's bf16 peak (none on a CPU)",
     "loss_start": "validation loss of the untrained model (the same measurement as val_loss); else the first train loss",
     "val_loss": "validation loss after pretraining (nats per predicted token)",
     "unigram_loss": "validation loss of a context-free unigram predictor (the baseline to beat)",
@@ -55,9 +59,10 @@ COLUMNS: dict[str, str] = {
                 f"{PLATEAU_NATS:g} nats of unigram_loss, where an encoder still reads little of its input and starts "
                 "fine-tuning worse than random weights (BENCHMARKS.md, \"Time to pay\"): its gain is no finding; "
                 "else no gain",
+    "transfer_cost": "what the gain cost: transfer_gain in points for the pretraining's tokens, FLOPs and minutes",
 }
 BOOLEAN_COLUMNS = ("below_start", "below_unigram", "beats_majority", "beats_bow", "beats_scratch")
-TEXT_COLUMNS = ("architecture", "objective", "tokenizer", "task", "task_metric", "transfer")
+TEXT_COLUMNS = ("architecture", "objective", "tokenizer", "task", "task_metric", "transfer", "transfer_cost")
 # Columns of the Markdown table (unigram_bits_per_byte stays in the CSV and the plot only).
 TABLE_COLUMNS = [c for c in COLUMNS if c not in ("unigram_bits_per_byte",)]
 
@@ -177,6 +182,27 @@ def transfer_verdict(gain: float, val_loss: float, unigram: float) -> str | None
     return "no gain"
 
 
+def _compute_row(compute: Any) -> dict[str, float]:
+    """The pretraining's compute columns from its ``compute`` record (training.compute); NaN without one."""
+    if not isinstance(compute, dict):
+        return {"pretrain_tokens": math.nan, "pretrain_flops": math.nan, "pretrain_minutes": math.nan, "pretrain_mfu": math.nan}
+    gpu = compute.get("device") not in (None, "cpu")
+    seconds = _number(compute.get("seconds")) * (compute.get("devices") or 1) if gpu else _number(compute.get("cpu_seconds"))
+    return {"pretrain_tokens": _number(compute.get("tokens")), "pretrain_flops": _number(compute.get("flops")),
+            "pretrain_minutes": seconds / 60, "pretrain_mfu": _number(compute.get("mfu"))}
+
+
+def transfer_cost(gain: float, compute: Any) -> str | None:
+    """"+9.6 points for 12M tokens, 1.3P FLOP, 13.0 CPU-minutes" (None without a gain or a record):
+    processor minutes on a CPU, GPU-minutes (wall time x GPUs) on GPUs."""
+    if _missing(gain) or not isinstance(compute, dict):
+        return None
+    minutes = _compute_row(compute)["pretrain_minutes"]
+    unit = "CPU" if compute.get("device") in (None, "cpu") else "GPU"
+    return (f"{100 * gain:+.1f} points for {_count(_number(compute.get('tokens')))} tokens, "
+            f"{_count(_number(compute.get('flops')))} FLOP, {minutes:.1f} {unit}-minutes")
+
+
 def leaderboard(evaluations: list[dict], task: str | None = None) -> pd.DataFrame:
     """One row per architecture (in the order given) with the columns of :data:`COLUMNS`.
 
@@ -202,6 +228,7 @@ def leaderboard(evaluations: list[dict], task: str | None = None) -> pd.DataFram
             "tokenizer": evaluation.get("tokenizer"),
             "parameters": _number(evaluation.get("parameters")),
             "steps": _number(lookup(evaluation, "pretrain", "steps")),
+            **_compute_row(lookup(evaluation, "pretrain", "compute")),
             "loss_start": loss_start,
             "val_loss": val_loss,
             "unigram_loss": unigram,
@@ -215,6 +242,7 @@ def leaderboard(evaluations: list[dict], task: str | None = None) -> pd.DataFram
             **_task_row(evaluation, task),
         })
         rows[-1]["transfer"] = transfer_verdict(rows[-1]["transfer_gain"], val_loss, unigram)
+        rows[-1]["transfer_cost"] = transfer_cost(rows[-1]["transfer_gain"], lookup(evaluation, "pretrain", "compute"))
     df = pd.DataFrame(rows, columns=list(COLUMNS))
     for column in COLUMNS:
         if column in BOOLEAN_COLUMNS:
@@ -223,7 +251,7 @@ def leaderboard(evaluations: list[dict], task: str | None = None) -> pd.DataFram
             df[column] = df[column].astype(object).where(df[column].notna(), None)
         else:
             df[column] = pd.to_numeric(df[column], errors="coerce").astype("float64")
-    for column in ("parameters", "steps"):
+    for column in ("parameters", "steps", "pretrain_tokens"):
         df[column] = df[column].round().astype("Int64")
     return df
 
@@ -236,7 +264,7 @@ def _missing(value: Any) -> bool:
 
 
 def _count(value: float) -> str:
-    for size, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
+    for size, suffix in ((1e15, "P"), (1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
         if abs(value) >= size:
             return f"{value / size:.3g}{suffix}"
     return f"{value:.0f}"
@@ -247,8 +275,12 @@ def _cell(column: str, value: Any) -> str:
         return "–"
     if column in BOOLEAN_COLUMNS:
         return "✓" if bool(value) else "✗"
-    if column == "parameters":
+    if column in ("parameters", "pretrain_tokens", "pretrain_flops"):
         return _count(float(value))
+    if column == "pretrain_mfu":
+        return f"{100 * float(value):.1f}%"
+    if column == "pretrain_minutes":
+        return f"{float(value):.1f}"
     if column == "steps":
         return f"{int(value):d}"
     if column == "perplexity":
