@@ -62,13 +62,14 @@ MFU_BERT_RUNS="${GPU_ROUND_BERT_RUNS-}"
 if [ "$DRY" = 1 ]; then
   MFU_ARGS=(--device-check)  # the same runs, each eager (see mfu.py)
   SIZE=tiny; ACCEL=cpu; PRETRAIN_STEPS=4; FINETUNE_STEPS=4; MINUTES=2; SHARE=1; WARMUP=1
+  EXECUTOR=in_process  # on two cores a process per step only costs start-ups (the GPU runs use multiprocess)
   ARCHS="[gpt]"
   CORPUS=(--set clean.include_site_packages=false --set clean.workers=2 --set "tokenizer.kinds=[bpe]"
           --set "dataset.objectives=[clm]")
 else
   MFU_ARGS=(--warmup 8 --steps 20 --workers 4)
   SIZE=base; ACCEL=gpu; PRETRAIN_STEPS=${GPU_ROUND_PRETRAIN_STEPS:-100000}; FINETUNE_STEPS=${GPU_ROUND_FINETUNE_STEPS:-120}
-  MINUTES=${GPU_ROUND_PRETRAIN_MINUTES:-1.5}; SHARE=${GPU_ROUND_SHARE:-10}; WARMUP=50
+  MINUTES=${GPU_ROUND_PRETRAIN_MINUTES:-1.5}; SHARE=${GPU_ROUND_SHARE:-10}; WARMUP=50; EXECUTOR=multiprocess
   ARCHS="[gpt,bert,albert,ernie,elmo,transformer_xl,xlnet,bart,t5,switch]"
   CORPUS=(--set "clean.include_site_packages=[numpy,scipy,sklearn,pandas,torch,sympy,networkx]" --set clean.workers=6
           --set tokenizer.max_training_documents=20000)
@@ -77,7 +78,7 @@ SETS=(--set "train.size=$SIZE" --set "train.accelerator=$ACCEL" --set "train.arc
       --set "train.budget_minutes=$MINUTES" --set "train.max_steps=$PRETRAIN_STEPS" --set "train.finetune_max_steps=$FINETUNE_STEPS"
       --set train.threads=1 --set train.checkpoint_every=100000
       --set tracking.enabled=false --set orchestrate.dvc_commit=false --set orchestrate.training_process=subprocess
-      --set orchestrate.executor=multiprocess --set orchestrate.max_concurrent=$(( SHARE + 2 ))
+      --set orchestrate.executor=$EXECUTOR --set orchestrate.max_concurrent=$(( SHARE + 2 ))
       --set "orchestrate.trainings_per_gpu=$SHARE"
       --set evaluate.validation_batches=50 "${CORPUS[@]}")
 # each recipe's warmup and validation scaled to the short budget (the base recipes warm up for 10,000 steps)

@@ -71,3 +71,11 @@ def test_the_compute_record_states_flops_and_mfu_where_the_peak_is_known():
     gpu = compute_record(model, tokens=12_800, examples=100, seconds=10.0, cpu_seconds=9.0, predicted_fraction=1.0,
                          device="NVIDIA H100 80GB HBM3", devices=2)
     assert gpu["mfu"] == round(per_token * 12_800 / 10.0 / (2 * 989.4e12), 4)
+
+
+@pytest.mark.parametrize("sharing", ["all", "attention", "none"])
+def test_albert_sharing_counts_every_layer_once_whatever_it_shares(sharing):
+    """The same depth does the same work: sharing changes the parameters, not the FLOPs."""
+    model = build_model("albert-base", head="pretraining", sharing=sharing)
+    assert attention_modules(model) == 12
+    assert flops_per_token(model, 128, 0.15) == flops_per_token(build_model("albert-base", head="pretraining"), 128, 0.15)

@@ -119,3 +119,23 @@ def test_the_warm_start_options_reach_the_pretrained_arm_and_not_the_control(pro
     # the option changes the pretrained arm's fingerprint, not the control's (which is reused)
     assert mixed["fingerprint"] != plain["fingerprint"] and again["fingerprint"] == scratch["fingerprint"]
     assert len(starts) == 3
+
+
+def test_albert_sharing_in_the_recipe_reaches_the_pretrained_and_the_fine_tuned_model(project, monkeypatch):
+    from lmforge.training import finetune, pretrain
+
+    _recipe(project, "albert", lambda r: r["sizes"]["tiny"].setdefault("model", {}).update(sharing="attention"))
+    params = load_params(write_params(project))
+    seen: list[str] = []
+
+    class Recording(LMForgeModule):
+        def __init__(self, model, *args, **kwargs):
+            seen.append(model.albert.config.sharing)
+            assert model.albert.blocks[1].attn is model.albert.blocks[0].attn
+            super().__init__(model, *args, **kwargs)
+
+    monkeypatch.setattr(pretrain, "LMForgeModule", Recording)
+    monkeypatch.setattr(finetune, "LMForgeModule", Recording)
+    pretrain.run_pretrain(params, "albert", log=lambda _: None, tracker_factory=FakeTracker)
+    finetune.run_finetune(params, "albert", str(project / "task"), log=lambda _: None, tracker_factory=FakeTracker)
+    assert seen == ["attention", "attention"]

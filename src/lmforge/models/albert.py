@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..errors import ConfigError
 from .layers import (
     MLMHead,
     ModelOutput,
@@ -48,6 +49,9 @@ from .layers import (
 
 
 # ----------------------------------------------------------------------------- config
+
+
+SHARING = ("all", "attention", "none")
 
 
 @dataclass
@@ -69,11 +73,17 @@ class AlbertConfig:
     eps: float = 1e-12  # LayerNorm epsilon
     init_std: float = 0.02
     classifier_pooling: str = "default"  # sequence classifier input: "default" = pooled [CLS], "mean" = token mean
+    # what the layers share (ALBERT section 4.5 measures the three): "all" = one block for every
+    # layer (ALBERT); "attention" = one attention, each layer its own feed-forward and LayerNorms;
+    # "none" = a block per layer (BERT with the factorised embedding). Only "all" exports to transformers.
+    sharing: str = "all"
 
     def validate(self) -> None:
         check_transformer_config(self, ("vocab_size", "embedding_size", "d_model", "n_layers", "n_heads", "d_ff",
                                         "max_positions", "type_vocab_size"), ("dropout", "attn_dropout", "classifier_dropout"))
         check_pooling(self.classifier_pooling)
+        if self.sharing not in SHARING:
+            raise ConfigError(f"ALBERT.sharing must be one of {', '.join(SHARING)}, got {self.sharing!r}")
 
     @classmethod
     def from_name(cls, name: str, **overrides) -> "AlbertConfig":
@@ -127,14 +137,30 @@ class AlbertModel(nn.Module):
         c = config
         self.embeddings = AlbertEmbeddings(c)
         self.project = nn.Linear(c.embedding_size, c.d_model)  # E -> H
-        # one set of weights for every layer (post-LN, as BERT)
-        self.block = TransformerBlock(c.d_model, c.n_heads, c.d_ff, c.act, c.dropout, c.attn_dropout,
-                                      norm_first=False, eps=c.eps)
+        def block() -> TransformerBlock:  # post-LN, as BERT
+            return TransformerBlock(c.d_model, c.n_heads, c.d_ff, c.act, c.dropout, c.attn_dropout, norm_first=False, eps=c.eps)
+
+        if c.sharing == "all":
+            self.block = block()  # one set of weights for every layer
+        else:
+            self.blocks = nn.ModuleList(block() for _ in range(c.n_layers))
+            if c.sharing == "attention":
+                for b in self.blocks[1:]:
+                    b.attn = self.blocks[0].attn  # one attention module, registered in every layer
         self.pooler = nn.Linear(c.d_model, c.d_model) if pooler else None
 
+    def layers(self) -> list[nn.Module]:
+        """The block each of the ``n_layers`` layers runs (the same one ``n_layers`` times with sharing "all")."""
+        return [self.block] * self.config.n_layers if self.config.sharing == "all" else list(self.blocks)
+
     def flop_repeats(self) -> dict[nn.Module, int]:
-        """The shared block runs ``n_layers`` times a pass (``models.flops`` counts its work so)."""
-        return {self.block: self.config.n_layers}
+        """Modules run more than once a pass (``models.flops`` counts their work so): the shared
+        block, or the shared attention, ``n_layers`` times."""
+        if self.config.sharing == "all":
+            return {self.block: self.config.n_layers}
+        if self.config.sharing == "attention":
+            return {self.blocks[0].attn: self.config.n_layers}
+        return {}
 
     def forward(
         self,
@@ -145,8 +171,8 @@ class AlbertModel(nn.Module):
         L = input_ids.shape[1]
         x = self.project(self.embeddings(input_ids, token_type_ids))  # (B, L, E) -> (B, L, H)
         bias = attention_bias(attention_mask, L, L, False, x.dtype, x.device)  # (B, 1, 1, L) or None
-        for _ in range(self.config.n_layers):
-            x = self.block(x, bias)  # the same weights at every depth
+        for layer in self.layers():
+            x = layer(x, bias)
         pooled = torch.tanh(self.pooler(x[:, 0])) if self.pooler is not None else None  # (B, H) from [CLS]
         return x, pooled
 

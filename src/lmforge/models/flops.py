@@ -62,20 +62,11 @@ def embedding_parameters(model: nn.Module) -> int:
 
 def attention_modules(model: nn.Module) -> int:
     """Attention modules run in a pass (class name ending in ``Attention``; one inside another is
-    part of it), each as often as it runs."""
+    part of it), each once, or as often as it runs (a module shared by several layers)."""
     times = repeats(model)
-    count = 0
-
-    def walk(module: nn.Module, inside: bool) -> None:
-        nonlocal count
-        here = type(module).__name__.endswith("Attention")
-        if here and not inside:
-            count += times.get(id(module), 1)
-        for child in module.children():
-            walk(child, inside or here)
-
-    walk(model, False)
-    return count
+    attentions = [m for m in model.modules() if type(m).__name__.endswith("Attention")]  # each module once
+    inner = {id(sub) for m in attentions for sub in m.modules() if sub is not m}
+    return sum(times.get(id(m), 1) for m in attentions if id(m) not in inner)
 
 
 def tied_output(model: nn.Module) -> tuple[int, int] | None:
