@@ -27,6 +27,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..errors import LmforgeError
+
 # the architectures this scorer reads: causal LMs over the whole context
 SUPPORTED = ("gpt",)
 # why the others are not scored here (the report lists them as not applicable)
@@ -42,6 +44,10 @@ NOT_APPLICABLE = {
     "switch": "an encoder-decoder span-corruption model: the harness's seq2seq scoring is not wired yet",
 }
 METRICS = ("acc", "acc_norm", "acc_bytes")
+
+
+class HarnessError(LmforgeError, ValueError):
+    """A request or question the scorer cannot score (one line)."""
 
 
 def not_applicable(arch: str) -> str | None:
@@ -71,7 +77,7 @@ class CausalScorer:
     def __init__(self, model: torch.nn.Module, encode: Callable[[str], list[int]], *, prefix: Sequence[int],
                  window: int | None = None, batch_size: int = 16, device: torch.device | str = "cpu"):
         if not prefix:
-            raise ValueError("a prefix token is needed: it conditions the first continuation token")
+            raise HarnessError("a prefix token is needed: it conditions the first continuation token")
         self.model, self.encode, self.prefix = model, encode, list(prefix)
         self.window, self.batch_size, self.device = window, batch_size, torch.device(device)
 
@@ -86,13 +92,13 @@ class CausalScorer:
                 rows = []
                 for context, continuation in pairs[start:start + self.batch_size]:
                     if not continuation:
-                        raise ValueError("an empty continuation has no tokens to score")
+                        raise HarnessError("an empty continuation has no tokens to score")
                     ids = self.prefix + list(context) + list(continuation)
                     inputs = ids[:-1]
                     if self.window is not None and len(inputs) > self.window:
                         inputs = inputs[-self.window:]
                     if len(continuation) > len(inputs):
-                        raise ValueError(f"a continuation of {len(continuation)} tokens is longer than the "
+                        raise HarnessError(f"a continuation of {len(continuation)} tokens is longer than the "
                                          f"{self.window} positions the model reads")
                     rows.append((inputs, list(continuation)))
                 width = max(len(i) for i, _ in rows)
@@ -134,7 +140,7 @@ def choice_metrics(lls: Sequence[float], choices: Sequence[str], gold: int) -> d
 def score_questions(scorer: CausalScorer, questions: Sequence[Question], delimiter: str = " ") -> dict[str, float]:
     """The mean of each of ``METRICS`` over ``questions``, and their count ``n``."""
     if not questions:
-        raise ValueError("no questions to score")
+        raise HarnessError("no questions to score")
     pairs = [(q.context, delimiter + c) for q in questions for c in q.choices]
     lls = [ll for ll, _ in scorer.loglikelihood(pairs)]
     totals = dict.fromkeys(METRICS, 0.0)

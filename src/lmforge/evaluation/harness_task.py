@@ -20,6 +20,7 @@ from pathlib import Path
 import yaml
 
 from ..artifacts import atomic_write_text
+from .harness import HarnessError
 
 NAME = "docstring_next"
 CHOICES = 4
@@ -93,7 +94,7 @@ def task_config(name: str, data_file: Path, cache_dir: Path) -> dict:
 def write_task(rows: list[dict], directory: Path, name: str = NAME) -> Path:
     """``<directory>/<name>.jsonl`` and ``<directory>/<name>.yaml``; returns the YAML's path."""
     if not rows:
-        raise ValueError(f"{name}: no questions (the held-out documents have too few two-sentence paragraphs)")
+        raise HarnessError(f"{name}: no questions (the held-out documents have too few two-sentence paragraphs)")
     directory = Path(directory).resolve()
     directory.mkdir(parents=True, exist_ok=True)
     data = directory / f"{name}.jsonl"
