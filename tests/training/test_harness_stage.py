@@ -5,18 +5,20 @@ the masked-LM encoders listed as not applicable, the scores in the stage's recor
 from __future__ import annotations
 
 import json
+import sys
 from contextlib import contextmanager
 
 import pytest
 import torch
 
 from lmforge import layout
+from lmforge.errors import ConfigError
 from lmforge.evaluation.harness import Question, score_questions
 from lmforge.inference.loading import load
 from lmforge.models.registry import build_model
 from lmforge.splits import split_of
 from lmforge.training.evaluate import run_evaluate
-from lmforge.training.harness import default_task, scorer, untrained_twin
+from lmforge.training.harness import default_task, harness_scores, scorer, task_dir, untrained_twin
 
 from ..finetuning.conftest import corpus  # noqa: F401  (the session fixture)
 from ..inference.conftest import write_model
@@ -104,3 +106,13 @@ def test_the_untrained_floor_is_the_architecture_with_the_controls_seed(project)
     # not the "pretrained" weights (written from seed 11)
     assert params.train.seed != 11
     assert not all(torch.equal(a, b) for a, b in zip(twin.parameters(), loaded.model.parameters()))
+
+
+def test_without_lm_eval_the_stage_stops_with_one_line_before_reading_anything(project, monkeypatch):
+    params, _ = project
+    monkeypatch.setitem(sys.modules, "lm_eval", None)
+    with pytest.raises(ConfigError) as err:
+        harness_scores(params, "gpt", log=lambda m: None)
+    assert str(err.value) == ("evaluate.harness needs EleutherAI's lm-eval, which is not installed: "
+                              "pip install 'lmforge[eval]'")
+    assert not task_dir(params).exists()

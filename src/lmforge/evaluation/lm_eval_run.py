@@ -86,7 +86,8 @@ def run_tasks(scorer, specs: Sequence[str], local: Mapping[str, Path] | None = N
     names, manager = resolve_tasks(specs, local, include_defaults=include_defaults)
     results = lm_eval.simple_evaluate(model=ScorerLM(scorer, name), tasks=names, task_manager=manager,
                                       num_fewshot=0, limit=limit, bootstrap_iters=0, log_samples=False,
-                                      random_seed=0, numpy_random_seed=0, torch_random_seed=0, fewshot_random_seed=0)
+                                      random_seed=0, numpy_random_seed=0, torch_random_seed=0, fewshot_random_seed=0,
+                                      verbosity="WARNING")
     out = {}
     for task in names:
         scores = _numbers(results["results"].get(task, {}))
