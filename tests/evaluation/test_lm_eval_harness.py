@@ -42,6 +42,9 @@ def test_the_default_task_asks_for_the_real_next_sentence():
     assert {r["gold"] for r in rows} != {rows[0]["gold"]}  # the real one is not always in the same place
     assert next_sentence_questions(DOCS[:3]) == []  # fewer documents than choices
     assert len(next_sentence_questions(DOCS, max_questions=4)) == 4
+    # a second sentence several documents share is one distractor, never two copies
+    twins = DOCS + [(f"twin{i}", "First sentence of the twin. The same second sentence everywhere.") for i in range(5)]
+    assert all(len(set(r["choices"])) == 4 for r in next_sentence_questions(twins, seed=3))
 
 
 def test_lm_evals_score_of_a_local_task_equals_a_hand_computation(gpt, tmp_path):

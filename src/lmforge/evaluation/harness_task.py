@@ -62,10 +62,11 @@ def next_sentence_questions(documents: Iterable[tuple[str, str]], *, seed: int =
     rows = []
     for i in picked:
         _, context, answer = pairs[i]
-        others = [j for j in range(len(pairs)) if j != i and pairs[j][2] != answer]
+        # distinct sentences of other documents (a sentence two documents share counts once)
+        others = list(dict.fromkeys(pairs[j][2] for j in range(len(pairs)) if j != i and pairs[j][2] != answer))
         if len(others) < choices - 1:
             continue
-        options = [answer] + [pairs[j][2] for j in rng.sample(others, choices - 1)]
+        options = [answer] + rng.sample(others, choices - 1)
         order = list(range(choices))
         rng.shuffle(order)
         rows.append({"context": context, "choices": [options[k] for k in order], "gold": order.index(0)})
