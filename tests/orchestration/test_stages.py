@@ -106,6 +106,17 @@ def test_tiny_graph(graph_root):
     assert graph["pretrain_gpt"].subprocess and not graph["dataset_clm"].subprocess
 
 
+def test_the_harness_adds_the_corpus_and_its_task_files_to_evaluate_only_when_asked(graph_root):
+    plain = build_stages(graph_project(graph_root), root=graph_root)["evaluate_gpt"]
+    (graph_root / "mine.yaml").write_text("task: mine\n")
+    asked = build_stages(graph_project(graph_root, evaluate={"harness": ["docstring_next", "mine.yaml", "hellaswag"]}),
+                         root=graph_root)["evaluate_gpt"]
+    assert "evaluate.harness" not in plain.params and "clean" not in plain.upstream
+    assert asked.deps == (*plain.deps, "data/clean", "mine.yaml")
+    assert asked.upstream == (*plain.upstream, "clean")
+    assert asked.params == (*plain.params, "evaluate.harness", "evaluate.harness_questions", "train.seed")
+
+
 def test_an_architecture_adds_its_stages_without_code_changes(graph_root):
     gpt = build_stages(graph_project(graph_root), root=graph_root)
     both = build_stages(graph_project(graph_root, train={"architectures": ["gpt", "t5"]}), root=graph_root)

@@ -359,13 +359,20 @@ def build_stages(params: Params | None = None, root: str | os.PathLike = ".", pa
                     outputs=(Output(out),), key={"arch": arch, "task": task, "init": "scratch", **family_key},
                     recipe=recipe_file, recipe_params=finetune_recipe,
                 ))
+        # the zero-shot harness: the built-in task reads the corpus's held-out documents, a YAML task its file
+        harness_deps = tuple(rel(t) for t in params.evaluate.harness if t.endswith((".yaml", ".yml")))
+        harness_upstream: tuple[str, ...] = ()
+        if "docstring_next" in params.evaluate.harness:
+            harness_deps = (corpus, *harness_deps)
+            harness_upstream = ("clean",) if corpus == clean_out else ()
+        harness_params = ("evaluate.harness", "evaluate.harness_questions", "train.seed") if params.evaluate.harness else ()
         add(Stage(
             name=f"evaluate_{arch}", kind="evaluate",
             description=f"Gather {arch}'s intrinsic (validation loss, bits per byte, unigram baseline) and downstream "
                         "results, log them to MLflow, move the registry's champion alias only on improvement.",
-            command=("evaluate", arch), upstream=(f"pretrain_{arch}", *(n for n, _ in finetuned)),
-            deps=(pre_out, *(o for _, o in finetuned)),
-            params=("finetune.tasks", "finetune.scratch_control", "tracking.promotion_metric"),
+            command=("evaluate", arch), upstream=(f"pretrain_{arch}", *(n for n, _ in finetuned), *harness_upstream),
+            deps=(pre_out, *(o for _, o in finetuned), *harness_deps),
+            params=("finetune.tasks", "finetune.scratch_control", "tracking.promotion_metric", *harness_params),
             outputs=(Output(rel(layout.evaluation_file(params, arch))),),
             key={"arch": arch},
         ))

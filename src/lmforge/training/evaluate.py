@@ -4,7 +4,9 @@ architecture and apply the promotion gate: a registered model's ``champion`` ali
 version only when it beats the champion on the recipe's metric (fine-tuned: the test split's
 ``tracking.promotion_metric``, higher is better; pretrained: validation loss, lower is better).
 The numbers themselves are measured at the end of pretraining and of fine-tuning; the samples
-(what the pretrained model writes for fixed prompts, ``inference.samples``) are made here."""
+(what the pretrained model writes for fixed prompts, ``inference.samples``) and, when
+``evaluate.harness`` lists tasks, the zero-shot harness scores (``training.harness``, under
+``harness``) are made here."""
 
 from __future__ import annotations
 
@@ -86,12 +88,19 @@ def run_evaluate(params: Params, archs: list[str] | None = None, *, log: Callabl
             progress.update(done, arch)
             ev = gather(params, arch)
             ev["samples"] = pretrained_samples(params, arch)
+            if params.evaluate.harness:  # zero-shot tasks through lm-eval (the eval extra)
+                from .harness import harness_scores
+
+                ev["harness"] = harness_scores(params, arch, log=log)
             ev["promotion"] = {}
             with factory(run_name=f"evaluate-{arch}", tags={"stage": "evaluate", "architecture": arch,
                                                              **tracking.run_tags(commit=tracking.git_commit("."), inputs={},
                                                                                  recipe=f"{params.train.recipes}/{arch}.yaml")}) as tracker:
                 v = ev["pretrain"]["validation"] or {}
                 tracker.log_metrics({f"pretrain/{k}": x for k, x in v.items() if isinstance(x, (int, float))})
+                for name in ("pretrained", "untrained"):
+                    for task, scores in (ev.get("harness") or {}).get(name, {}).items():
+                        tracker.log_metrics(_numbers(scores, f"harness/{task}/{name}/"))
                 gates = []
                 reg = ev["pretrain"].get("registered_model")
                 if reg and "loss" in v:

@@ -60,6 +60,12 @@ def metadata(stage, params: Params, out: Path) -> dict:
     for name, p in (ev.get("promotion") or {}).items():
         meta[f"registry/{name}"] = f"v{p['version']} {p['metric']}={p['value']:.4f} " + (
             "-> champion" if p["champion"] else "(champion unchanged)")
+    harness = ev.get("harness") or {}
+    if harness.get("not_applicable"):
+        meta["harness"] = f"not applicable: {harness['not_applicable']}"
+    for name in ("pretrained", "untrained"):
+        for task, scores in (harness.get(name) or {}).items():
+            meta.update(numbers(scores, f"harness/{task}/{name}/"))
     if ev.get("samples"):
         from ...inference.samples import samples_markdown
 
@@ -69,7 +75,9 @@ def metadata(stage, params: Params, out: Path) -> dict:
 
 KIND = StageKind(
     name="evaluate", group="evaluation",
-    code=("src/lmforge/training/evaluate.py", "src/lmforge/inference/samples.py"),
+    code=("src/lmforge/training/evaluate.py", "src/lmforge/inference/samples.py", "src/lmforge/training/harness.py",
+          "src/lmforge/evaluation/harness.py", "src/lmforge/evaluation/harness_task.py",
+          "src/lmforge/evaluation/lm_eval_run.py", "src/lmforge/evaluation/lm_eval_model.py"),
     tools=frozenset({"mlflow", "json"}),
     run=run, check=check, metadata=metadata,
     checks=(

@@ -1,0 +1,118 @@
+"""The evaluate stage with ``evaluate.harness``: docstring_next built from the held-out documents,
+GPT and its untrained floor scored through lm-eval (equal to our own scorer on the same questions),
+the masked-LM encoders listed as not applicable, the scores in the stage's record."""
+
+from __future__ import annotations
+
+import json
+import sys
+from contextlib import contextmanager
+
+import pytest
+import torch
+
+from lmforge import layout
+from lmforge.errors import ConfigError
+from lmforge.evaluation.harness import Question, score_questions
+from lmforge.inference.loading import load
+from lmforge.models.registry import build_model
+from lmforge.splits import split_of
+from lmforge.training.evaluate import run_evaluate
+from lmforge.training.harness import default_task, harness_scores, scorer, task_dir, untrained_twin
+
+from ..finetuning.conftest import corpus  # noqa: F401  (the session fixture)
+from ..inference.conftest import write_model
+
+pytest.importorskip("lm_eval")
+
+
+@pytest.fixture()
+def project(corpus, tmp_path):  # noqa: F811
+    params, docs = corpus
+    params = params.model_copy(update={
+        "train": params.train.model_copy(update={"output": str(tmp_path / "models"), "architectures": ["gpt", "bert"]}),
+        "evaluate": params.evaluate.model_copy(update={"output": str(tmp_path / "report"),
+                                                       "harness": ["docstring_next"], "harness_questions": 6}),
+        "finetune": params.finetune.model_copy(update={"tasks": []}),
+        "tracking": params.tracking.model_copy(update={"register_models": False}),
+    })
+    for arch in ("gpt", "bert"):
+        write_model(params, arch, layout.pretrained_model_dir(params, arch), seed=11)
+        (layout.pretrain_dir(params, arch) / "metrics.json").write_text(json.dumps(
+            {"architecture": arch, "validation": {"loss": 5.0, "unigram_loss": 6.0}}))
+    return params, docs
+
+
+class Tracker:
+    def __init__(self):
+        self.metrics = {}
+
+    def log_metrics(self, m):
+        self.metrics.update(m)
+
+    def log_dict(self, d, name):
+        pass
+
+
+def test_the_default_task_comes_from_the_held_out_documents(project):
+    params, docs = project
+    rows = [json.loads(line) for line in default_task(params).with_suffix(".jsonl").read_text().splitlines()]
+    assert len(rows) == 6
+    held_out = "\n".join(t for i, t, _ in docs if split_of(i, params.split) == "validation")
+    trained = "\n".join(t for i, t, _ in docs if split_of(i, params.split) == "train")
+    for r in rows:
+        assert r["context"] in held_out and r["choices"][r["gold"]] in held_out
+        assert r["context"] not in trained
+
+
+def test_the_evaluate_stage_scores_gpt_and_its_untrained_floor(project):
+    params, _ = project
+    trackers = {}
+
+    @contextmanager
+    def factory(run_name, tags):
+        trackers[run_name] = Tracker()
+        yield trackers[run_name]
+
+    results = run_evaluate(params, ["gpt", "bert"], log=lambda m: None, tracker_factory=factory)
+    record = json.loads(layout.evaluation_file(params, "gpt").read_text())
+    assert record["harness"] == results["gpt"]["harness"]
+    h = record["harness"]
+    assert h["tasks"] == ["docstring_next"] and set(h) == {"tasks", "pretrained", "untrained"}
+    # the same numbers from our own scorer, with no lm-eval in between
+    rows = [json.loads(line) for line in default_task(params).with_suffix(".jsonl").read_text().splitlines()]
+    questions = [Question(r["context"], tuple(r["choices"]), r["gold"]) for r in rows]
+    loaded = load(layout.pretrained_model_dir(params, "gpt"))
+    for name, model in (("pretrained", loaded.model), ("untrained", untrained_twin(loaded, params.train.seed))):
+        ours = score_questions(scorer(model, loaded.tokenizer), questions)
+        got = h[name]["docstring_next"]
+        assert got["n"] == 6
+        assert {k: got[k] for k in ("acc", "acc_norm", "acc_bytes")} == pytest.approx(
+            {k: ours[k] for k in ("acc", "acc_norm", "acc_bytes")})
+        assert trackers["evaluate-gpt"].metrics[f"harness/docstring_next/{name}/acc"] == pytest.approx(got["acc"])
+    bert = json.loads(layout.evaluation_file(params, "bert").read_text())["harness"]
+    assert bert == {"tasks": ["docstring_next"],
+                    "not_applicable": "a masked-LM encoder: it gives no left-to-right log-likelihood of a continuation"}
+
+
+def test_the_untrained_floor_is_the_architecture_with_the_controls_seed(project):
+    params, _ = project
+    loaded = load(layout.pretrained_model_dir(params, "gpt"))
+    twin = untrained_twin(loaded, params.train.seed)
+    torch.manual_seed(params.train.seed)
+    fresh = build_model(loaded.meta["preset"], head=loaded.meta["head"], **loaded.meta["config_overrides"])
+    for (name, a), b in zip(twin.state_dict().items(), fresh.state_dict().values()):
+        assert torch.equal(a, b), name
+    # not the "pretrained" weights (written from seed 11)
+    assert params.train.seed != 11
+    assert not all(torch.equal(a, b) for a, b in zip(twin.parameters(), loaded.model.parameters()))
+
+
+def test_without_lm_eval_the_stage_stops_with_one_line_before_reading_anything(project, monkeypatch):
+    params, _ = project
+    monkeypatch.setitem(sys.modules, "lm_eval", None)
+    with pytest.raises(ConfigError) as err:
+        harness_scores(params, "gpt", log=lambda m: None)
+    assert str(err.value) == ("evaluate.harness needs EleutherAI's lm-eval, which is not installed: "
+                              "pip install 'lmforge[eval]'")
+    assert not task_dir(params).exists()
