@@ -274,3 +274,18 @@ def test_the_compute_columns_and_what_the_gain_cost_come_from_the_pretrainings_r
     # an evaluation from before the record: empty cells, no cost
     xlnet = next(e for e in evaluations if e["architecture"] == "xlnet")
     assert leaderboard([xlnet]).iloc[0]["transfer_cost"] is None
+
+
+def test_the_harness_columns_show_the_first_task_against_its_untrained_floor(project):
+    _, evaldir, _ = project
+    evaluations = load_evaluations(evaldir)
+    by_arch = {e["architecture"]: e for e in evaluations}
+    by_arch["gpt"]["harness"] = {"tasks": ["docstring_next"],
+                                 "pretrained": {"docstring_next": {"acc": 0.41, "acc_norm": 0.43}},
+                                 "untrained": {"docstring_next": {"acc": 0.255, "acc_norm": 0.25}}}
+    by_arch["xlnet"]["harness"] = {"tasks": ["docstring_next"], "not_applicable": "no left-to-right scorer"}
+    df = leaderboard(evaluations).set_index("architecture")
+    assert (df.loc["gpt", "harness_task"], df.loc["gpt", "harness_acc"], df.loc["gpt", "harness_floor_acc"]) == \
+        ("docstring_next", 0.41, 0.255)
+    assert df.loc["xlnet", "harness_task"] == "not applicable" and math.isnan(df.loc["xlnet", "harness_acc"])
+    assert "| docstring_next | 0.410 | 0.255 |" in format_leaderboard(leaderboard(evaluations))

@@ -60,9 +60,14 @@ COLUMNS: dict[str, str] = {
                 "fine-tuning worse than random weights (BENCHMARKS.md, \"Time to pay\"): its gain is no finding; "
                 "else no gain",
     "transfer_cost": "what the gain cost: transfer_gain in points for the pretraining's tokens, FLOPs and minutes",
+    "harness_task": "the zero-shot task (evaluate.harness, the first listed) of the two columns that follow; "
+                    "'not applicable' where the scorer does not read the architecture",
+    "harness_acc": "the pretrained model's zero-shot accuracy on it (lm-eval's acc)",
+    "harness_floor_acc": "the same architecture's with random weights (train.seed): the floor to beat",
 }
 BOOLEAN_COLUMNS = ("below_start", "below_unigram", "beats_majority", "beats_bow", "beats_scratch")
-TEXT_COLUMNS = ("architecture", "objective", "tokenizer", "task", "task_metric", "transfer", "transfer_cost")
+TEXT_COLUMNS = ("architecture", "objective", "tokenizer", "task", "task_metric", "transfer", "transfer_cost",
+                "harness_task")
 # Columns of the Markdown table (unigram_bits_per_byte stays in the CSV and the plot only).
 TABLE_COLUMNS = [c for c in COLUMNS if c not in ("unigram_bits_per_byte",)]
 
@@ -192,6 +197,17 @@ def _compute_row(compute: Any) -> dict[str, float]:
             "pretrain_minutes": seconds / 60, "pretrain_mfu": _number(compute.get("mfu"))}
 
 
+def _harness_row(harness: Any) -> dict[str, Any]:
+    """The first zero-shot task's accuracy, pretrained and untrained (training.harness's record)."""
+    if not isinstance(harness, dict) or not harness.get("tasks"):
+        return {"harness_task": None, "harness_acc": math.nan, "harness_floor_acc": math.nan}
+    if harness.get("not_applicable"):
+        return {"harness_task": "not applicable", "harness_acc": math.nan, "harness_floor_acc": math.nan}
+    task = next(iter(harness.get("pretrained") or {}), None)
+    return {"harness_task": task, "harness_acc": _number(lookup(harness, "pretrained", task, "acc")) if task else math.nan,
+            "harness_floor_acc": _number(lookup(harness, "untrained", task, "acc")) if task else math.nan}
+
+
 def transfer_cost(gain: float, compute: Any) -> str | None:
     """"+9.6 points for 12M tokens, 1.3P FLOP, 13.0 CPU-minutes" (None without a gain or a record):
     processor minutes on a CPU, GPU-minutes (wall time x GPUs) on GPUs."""
@@ -243,6 +259,7 @@ def leaderboard(evaluations: list[dict], task: str | None = None) -> pd.DataFram
         })
         rows[-1]["transfer"] = transfer_verdict(rows[-1]["transfer_gain"], val_loss, unigram)
         rows[-1]["transfer_cost"] = transfer_cost(rows[-1]["transfer_gain"], lookup(evaluation, "pretrain", "compute"))
+        rows[-1].update(_harness_row(evaluation.get("harness")))
     df = pd.DataFrame(rows, columns=list(COLUMNS))
     for column in COLUMNS:
         if column in BOOLEAN_COLUMNS:
