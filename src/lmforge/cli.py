@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 import sys
 from collections.abc import Callable
 
@@ -270,14 +271,33 @@ def finetune(architectures, tasks, params_path, overrides, from_scratch, restart
 @click.argument("architectures", nargs=-1, type=_ARCH)
 @click.option("--params", "params_path", default="params.yaml", show_default=True, help="Parameters file.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a parameter.")
-def evaluate(architectures, params_path, overrides) -> None:
+@click.option("--harness", "harness", multiple=True, metavar="TASK",
+              help="With --model: score that folder on this zero-shot task (repeatable; the eval extra).")
+@click.option("--model", "model_dir", type=click.Path(), help="An lmforge model folder or a transformers folder.")
+def evaluate(architectures, params_path, overrides, harness, model_dir) -> None:
     """Collect each architecture's intrinsic and downstream results, log them, and move the
-    registry's champion alias only where the new model is better.
+    registry's champion alias only where the new model is better. With --harness and --model,
+    score one model folder (lmforge's, or any transformers causal LM, e.g. one `lmforge export`
+    wrote) on zero-shot tasks instead and print the scores.
 
     \b
     Example: lmforge evaluate gpt bert
+             lmforge evaluate --harness docstring_next --model exported/gpt
     """
+    if bool(harness) != bool(model_dir) or (harness and architectures):
+        _fail("--harness and --model go together, without architectures")
     params = _params(params_path, list(overrides))
+    if harness:
+        from .training.harness import folder_scores
+
+        try:
+            scores = folder_scores(params, pathlib.Path(model_dir), list(harness))
+        except USER_ERRORS as exc:
+            _fail(str(exc))
+        for task, values in scores.items():
+            click.echo(f"{task}: " + ", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
+                                               for k, v in values.items()))
+        return
     archs = list(architectures) or list(params.train.architectures)
     _run_stages(_narrowed(params, train={"architectures": archs}), lambda s: s.kind == "evaluate")
 

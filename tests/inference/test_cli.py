@@ -3,6 +3,7 @@ the test accuracy the fine-tuning reported, ``export`` keeps the label names, ``
 ``embed`` run, and bad input is one line and a non-zero exit."""
 
 import json
+import re
 
 import pandas as pd
 import pytest
@@ -79,3 +80,34 @@ def test_bad_input_is_one_line(trained, tmp_path, args, message):
     assert result.exit_code != 0
     assert result.output.strip().startswith("error:") and message in result.output
     assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output
+
+
+def test_evaluate_harness_scores_a_transformers_export_as_the_folder_it_came_from(trained, tmp_path):
+    """`lmforge evaluate --harness TASK --model DIR` on the pretrained GPT folder and on its
+    `lmforge export`: the same scores (the same log-likelihoods, through lm-eval)."""
+    pytest.importorskip("lm_eval")
+    from lmforge.evaluation.harness_task import write_task
+
+    root, params = trained
+    rows = [{"context": f"The {w} of the", "choices": ["object is returned.", "file is read.", "cat sat down.", "end."],
+             "gold": i % 4} for i, w in enumerate(["name", "size", "path", "mode", "owner", "length"])]
+    task = write_task(rows, tmp_path / "task", name="tiny_cli")
+    folder = root / "models" / "gpt" / "pretrain" / "model"
+    assert invoke("export", folder, tmp_path / "hf").exit_code == 0
+    ours = invoke("evaluate", "--harness", task, "--model", folder, "--params", params)
+    theirs = invoke("evaluate", "--harness", task, "--model", tmp_path / "hf", "--params", params)
+    assert ours.exit_code == 0 and theirs.exit_code == 0, ours.output + theirs.output
+    # (the runner mixes lm-eval's progress bars on stderr into the output)
+    line = [re.search(r"tiny_cli: [^\r\n]*", r.output).group(0) for r in (ours, theirs)]
+    assert ", acc " in line[0] and ", acc_norm " in line[0] and line[0].endswith(", n 6")
+    assert line[0] == line[1]
+    # beneath the accuracies: the same log-likelihood of every choice from both folders
+    from lmforge.training.harness import folder_scorer
+
+    pairs = [(r["context"], " " + c) for r in rows for c in r["choices"]]
+    a, b = (folder_scorer(f).loglikelihood(pairs) for f in (folder, tmp_path / "hf"))
+    assert [x[0] for x in a] == pytest.approx([x[0] for x in b], abs=1e-4) and [x[1] for x in a] == [x[1] for x in b]
+    # one line and exit 2 for what cannot be scored
+    bad = invoke("evaluate", "--harness", task, "--model", tmp_path, "--params", params)
+    assert bad.exit_code == 2 and "neither an lmforge model folder" in bad.output
+    assert invoke("evaluate", "--harness", task, "--params", params).exit_code == 2  # no --model

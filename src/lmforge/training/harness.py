@@ -72,3 +72,56 @@ def harness_scores(params: Params, arch: str, *, log: Callable[[str], None] = pr
             f"{t} acc {s.get('acc', float('nan')):.3f} acc_norm {s.get('acc_norm', float('nan')):.3f}"
             for t, s in out[name].items()))
     return out
+
+
+def folder_scorer(folder: Path) -> CausalScorer:
+    """The scorer of a model folder: an lmforge one (``lmforge_model.json``; its tokenizer beside
+    it), or a ``transformers`` causal LM (``config.json`` and ``tokenizer.json``, as ``lmforge
+    export`` writes one), read after its ``eos`` (else ``bos``) token as our GPT is read after
+    ``eos``: an exported model scores as the folder it came from."""
+    from ..evaluation.harness import HarnessError
+
+    folder = Path(folder)
+    if (folder / "lmforge_model.json").is_file():
+        from ..inference.loading import load
+
+        loaded = load(folder)
+        reason = not_applicable(_architecture(loaded))
+        if reason is not None:
+            raise HarnessError(f"{folder}: {_architecture(loaded)}: {reason}")
+        return scorer(loaded.model.eval(), loaded.tokenizer)
+    if not (folder / "config.json").is_file() or not (folder / "tokenizer.json").is_file():
+        raise HarnessError(f"{folder}: neither an lmforge model folder (lmforge_model.json) nor a transformers "
+                           "folder with config.json and tokenizer.json")
+    import transformers
+    from tokenizers import Tokenizer
+
+    try:
+        model = transformers.AutoModelForCausalLM.from_pretrained(folder).eval()
+    except (ValueError, OSError) as exc:
+        raise HarnessError(f"{folder}: not a causal LM transformers loads ({str(exc).splitlines()[0]})") from exc
+    tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    # the document separator a causal LM trained on packed documents reads before each one (GPT-2's
+    # bos and eos are that one token); bos where a config names no eos
+    start = model.config.eos_token_id if model.config.eos_token_id is not None else model.config.bos_token_id
+    if start is None:
+        raise HarnessError(f"{folder}: its config names no eos_token_id or bos_token_id to read the contexts after")
+    window = getattr(model.config, "n_positions", None) or getattr(model.config, "max_position_embeddings", None)
+    return CausalScorer(model, lambda text: tokenizer.encode(text, add_special_tokens=False).ids, prefix=[start],
+                        window=window)
+
+
+def _architecture(loaded) -> str:
+    from ..models.registry import preset_architectures
+
+    return preset_architectures().get(loaded.meta.get("preset"), "?")
+
+
+def folder_scores(params: Params, folder: Path, specs: list[str]) -> dict:
+    """``{task: {metric: value}}`` of the model in ``folder`` on ``specs`` (the built-in
+    ``docstring_next`` written from this project's corpus when listed)."""
+    from ..evaluation.lm_eval_run import require_lm_eval, run_tasks
+
+    require_lm_eval()
+    local = {harness_task.NAME: default_task(params)} if harness_task.NAME in specs else {}
+    return run_tasks(folder_scorer(folder), specs, local, name=f"lmforge-{Path(folder).name}")
