@@ -326,7 +326,7 @@ def run_curve(args, base, archs, tasks, project: Path, params_path: Path, out_ro
             m = run_pretrain(params, arch, log=say)
             pretraining[(arch, minutes)] = {
                 "steps": m["steps"], "seconds": m["seconds"], "loss": m["validation"]["loss"],
-                "unigram_loss": m["validation"].get("unigram_loss"),
+                "unigram_loss": m["validation"].get("unigram_loss"), "compute": m.get("compute"),
                 "path": str(project / layout.pretrain_dir(params, arch))}
     runs = []
     for seed in args.seeds:
@@ -392,15 +392,20 @@ def time_to_pay_lines(rows: list[dict]) -> list[str]:
 
 
 def format_curve(rows: list[dict]) -> str:
+    """The curve table; with the pretrainings' compute records, what each budget cost (the tokens,
+    the model FLOPs and the processor minutes: CPU time on a CPU, wall time x GPUs on GPUs)."""
+    from lmforge.evaluation.report.leaderboard import compute_cost
+
+    costs = [compute_cost(r["pretraining"].get("compute")) for r in rows]
     head = ["architecture", "task", "budget (min)", "steps", "val loss (unigram)", "pretrained acc.", "scratch acc.",
-            "gain (points)", "pays"]
-    lines = ["| " + " | ".join(head) + " |", "|---|---|" + "---:|" * 6 + ":---:|"]
-    for r in rows:
+            "gain (points)", "pays"] + (["pretraining cost"] if any(costs) else [])
+    lines = ["| " + " | ".join(head) + " |", "|---|---|" + "---:|" * 6 + ":---:|" + ("---|" if any(costs) else "")]
+    for r, cost in zip(rows, costs):
         p = r["pretraining"]
         unigram = f" ({p['unigram_loss']:.3f})" if p.get("unigram_loss") is not None else ""
         cells = [r["architecture"], r["task"], f"{r['budget_minutes']:g}", str(p["steps"]), f"{p['loss']:.3f}{unigram}",
                  pm(r["pretrained"]), pm(r["scratch"]), pm(r["gains"], signed=True), "yes" if r["pays"] else "no"]
-        lines.append("| " + " | ".join(cells) + " |")
+        lines.append("| " + " | ".join(cells + ([cost or "–"] if any(costs) else [])) + " |")
     return "\n".join(lines)
 
 

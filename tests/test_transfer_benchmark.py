@@ -108,6 +108,12 @@ def test_the_curve_rows_time_to_pay_table_and_chart(transfer):
                                             "+10.0 ± 1.0 | yes |")
     png = transfer.draw_curves(rows)
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
+    # with the pretrainings' compute records: what each budget cost
+    rows[2]["pretraining"] = {**rows[2]["pretraining"], "compute": {"tokens": 3_200_000, "flops": 2.1e13,
+                                                                      "seconds": 240.0, "cpu_seconds": 236.0, "device": "cpu"}}
+    table = transfer.format_curve(rows).splitlines()
+    assert table[0].endswith("| pays | pretraining cost |")
+    assert table[4].endswith("| +10.0 ± 1.0 | yes | 3.2M tokens, 21T FLOP, 3.9 CPU-minutes |") and table[2].endswith("| – |")
 
 
 @pytest.mark.parametrize("argv, message", [

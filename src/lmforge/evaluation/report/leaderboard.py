@@ -208,15 +208,21 @@ def _harness_row(harness: Any) -> dict[str, Any]:
             "harness_floor_acc": _number(lookup(harness, "untrained", task, "acc")) if task else math.nan}
 
 
-def transfer_cost(gain: float, compute: Any) -> str | None:
-    """"+9.6 points for 12M tokens, 1.3P FLOP, 13.0 CPU-minutes" (None without a gain or a record):
-    processor minutes on a CPU, GPU-minutes (wall time x GPUs) on GPUs."""
-    if _missing(gain) or not isinstance(compute, dict):
+def compute_cost(compute: Any) -> str | None:
+    """"12M tokens, 1.3P FLOP, 13.0 CPU-minutes" (None without a record): processor minutes on a
+    CPU, GPU-minutes (wall time x GPUs) on GPUs."""
+    if not isinstance(compute, dict):
         return None
     minutes = _compute_row(compute)["pretrain_minutes"]
     unit = "CPU" if compute.get("device") in (None, "cpu") else "GPU"
-    return (f"{100 * gain:+.1f} points for {_count(_number(compute.get('tokens')))} tokens, "
-            f"{_count(_number(compute.get('flops')))} FLOP, {minutes:.1f} {unit}-minutes")
+    return (f"{_count(_number(compute.get('tokens')))} tokens, {_count(_number(compute.get('flops')))} FLOP, "
+            f"{minutes:.1f} {unit}-minutes")
+
+
+def transfer_cost(gain: float, compute: Any) -> str | None:
+    """"+9.6 points for 12M tokens, 1.3P FLOP, 13.0 CPU-minutes" (None without a gain or a record)."""
+    cost = compute_cost(compute)
+    return None if _missing(gain) or cost is None else f"{100 * gain:+.1f} points for {cost}"
 
 
 def leaderboard(evaluations: list[dict], task: str | None = None) -> pd.DataFrame:
