@@ -64,7 +64,7 @@ def launch_command(stage: Stage, params: Params, params_file: Path) -> list[str]
     devices = params.train.devices
     if params.train.num_nodes > 1:
         raise Failure(description=f"{stage.name}: train.num_nodes={params.train.num_nodes}; Dagster launches one node. "
-                                  f"Run `{stage.cli}` under srun / torchrun on each node instead (README, 'Many GPUs').")
+                                  f"Run `{stage.cli}` under srun / torchrun on each node instead (docs/TRAINING.md, 'Many GPUs, many nodes').")
     if isinstance(devices, int) and devices > 1:
         return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={devices}", *entry]
     return [sys.executable, *entry]
