@@ -339,7 +339,7 @@ class TrainConfig(_Strict):
     architectures: list[str] = Field(ARCHITECTURE_NAMES, description="what `lmforge run` trains")
     size: str = Field("tiny", description="which size of each recipe to run (tiny: CPU; base: GPU)")
     accelerator: Literal["auto", "cpu", "gpu", "cuda", "mps"] = "auto"
-    devices: int | Literal["auto"] = Field(1, description="devices per node; >1 needs torchrun (or srun), see README")
+    devices: int | Literal["auto"] = Field(1, description="devices per node; >1 needs torchrun (or srun), see docs/TRAINING.md")
     num_nodes: int = Field(1, ge=1)
     strategy: Literal["auto", "ddp", "fsdp", "ddp_find_unused_parameters_true"] = "auto"
     precision: str | None = Field(None, description="null: bf16-mixed on a GPU that supports it, 32-true on CPU")
