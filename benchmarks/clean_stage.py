@@ -28,8 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for tests/
-from tests.cleaning.corpus_gen import sentence  # noqa: E402  (the generator the tests use)
+from lmforge.testing.documents import sentence  # the generator the tests use
 
 
 def make_corpus(path: Path, n: int, seed: int = 0) -> int:

@@ -9,8 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from lmforge.cli import main
-
-from .cleaning.corpus_gen import page, write_jsonl
+from lmforge.testing.documents import page, write_jsonl
 
 
 def test_clean_flags_override_params(tmp_path):
@@ -91,7 +90,7 @@ def test_quiet_keeps_the_results_and_the_errors_only(tmp_path, monkeypatch):
     import random
     import re
 
-    from .cleaning.corpus_gen import page, write_jsonl
+    from lmforge.testing.documents import page, write_jsonl
 
     monkeypatch.setenv("LMFORGE_VERBOSITY", "normal")  # the option sets it; restored after the test
     rng = random.Random(5)

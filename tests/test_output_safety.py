@@ -20,8 +20,7 @@ from click.testing import CliRunner
 from lmforge.artifacts import UnsafeOutput, check_output
 from lmforge.cli import main
 from lmforge.config import ConfigError, load_params
-
-from .cleaning.corpus_gen import page, write_jsonl
+from lmforge.testing.documents import page, write_jsonl
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -3,9 +3,9 @@
 
 Line and page rules.
 
-Both sides read the same pages (``corpus_gen.rule_page``: every rule with cases on both sides of
-its threshold). Our side runs with its DEFAULTS, except for the switches that choose between
-the two references (listed below); datatrove's side gets the TFDS constants written here, from
+Both sides read the same pages (``lmforge.testing.documents.rule_page``: every rule with cases on
+both sides of its threshold). Our side runs with its DEFAULTS, except for the switches that
+choose between the two references (listed below); datatrove's side gets the TFDS constants written here, from
 docs/CLEANING.md, not read from our config: a default that drifts off them fails the test.
 
 Known differences (each shown by its own test below):
@@ -43,8 +43,7 @@ from lmforge.cleaning.filters import C4LineRules
 from lmforge.cleaning.text import _ABBREVIATIONS, count_sentences, sentence_spans, split_sentences
 from lmforge.config import LineRules
 from lmforge.corpus.document import Document
-
-from .corpus_gen import WORDS, rule_page
+from lmforge.testing.documents import WORDS, rule_page
 
 # TFDS c4_utils.clean_page's constants (docs/CLEANING.md), written out: not read from LineRules
 TFDS_MIN_SENTENCES = 3

@@ -15,8 +15,7 @@ from lmforge.config import CleanConfig
 from lmforge.corpus.document import CorpusError
 from lmforge.corpus.sources import InputReport, iter_documents
 from lmforge.executors import LocalExecutor
-
-from .corpus_gen import page, write_jsonl
+from lmforge.testing.documents import page, write_jsonl
 
 
 def _corpus(tmp_path):

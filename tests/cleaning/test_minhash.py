@@ -14,8 +14,7 @@ from lmforge.cleaning.dedup import minhash as mh
 from lmforge.cleaning.stage import run_clean
 from lmforge.cleaning.text import normalize_for_dedup
 from lmforge.config import CleanConfig
-
-from .corpus_gen import write_jsonl
+from lmforge.testing.documents import write_jsonl
 
 N_WORDS = 150
 

@@ -19,8 +19,7 @@ from lmforge.cleaning.stage import run_clean
 from lmforge.cleaning.dedup.urls import normalize_url
 from lmforge.config import CleanConfig
 from lmforge.corpus.document import CorpusError
-
-from .corpus_gen import page, sentence, write_jsonl
+from lmforge.testing.documents import page, sentence, write_jsonl
 
 
 def clean(tmp_path, inputs, name="out", **kw):

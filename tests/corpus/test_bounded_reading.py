@@ -23,8 +23,7 @@ from click.testing import CliRunner
 from lmforge.cli import main
 from lmforge.corpus.document import CorpusError
 from lmforge.corpus.sources import InputReport, iter_documents
-
-from ..cleaning.corpus_gen import page, write_jsonl
+from lmforge.testing.documents import page, write_jsonl
 
 DIGITS = '{"text": "A number follows here.", "n": ' + "7" * 5000 + "}\n"
 NESTED = '{"text": "Nested lists follow here.", "m": ' + "[" * 100_000 + "]" * 100_000 + "}\n"

@@ -15,8 +15,7 @@ from lmforge.cleaning.stage import _fingerprint, run_clean
 from lmforge.config import CleanConfig
 from lmforge.corpus.document import CorpusError
 from lmforge.corpus.sources import InputReport, iter_documents
-
-from ..cleaning.corpus_gen import page
+from lmforge.testing.documents import page
 
 
 def _files(rng) -> dict[str, bytes]:

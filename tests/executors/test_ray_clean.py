@@ -21,8 +21,7 @@ from lmforge.cleaning.stage import run_clean
 from lmforge.config import CleanConfig, ExecutorConfig, parse_params
 from lmforge.tokenization.store import build_store
 from lmforge.tokenization.train import run_tokenizers
-
-from ..cleaning.corpus_gen import page, sentence, write_jsonl
+from lmforge.testing.documents import page, sentence, write_jsonl
 
 pytestmark = pytest.mark.slow
 

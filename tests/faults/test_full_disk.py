@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ..cleaning.corpus_gen import page, write_jsonl
+from lmforge.testing.documents import page, write_jsonl
 
 LIMIT = "import resource, signal; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); resource.setrlimit(resource.RLIMIT_FSIZE, ({n}, {n}))"
 

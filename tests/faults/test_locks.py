@@ -131,7 +131,7 @@ def _files(folder: Path) -> dict[str, bytes]:
 def test_two_cleans_into_one_folder_one_succeeds_one_is_refused(tmp_path):
     import yaml
 
-    from ..cleaning.corpus_gen import page, write_jsonl
+    from lmforge.testing.documents import page, write_jsonl
     import random
 
     rng = random.Random(3)

@@ -9,8 +9,7 @@ import pytest
 
 from lmforge.config import Params
 from lmforge.corpus.document import SCHEMA
-
-from ..cleaning.corpus_gen import sentence
+from lmforge.testing.documents import sentence
 
 KINDS_OF = ("module", "class", "function")
 SHORT_LINE = "Too short to count."  # 4 words: below min_words

@@ -16,8 +16,7 @@ from lmforge.finetuning.metrics.generation import exact_match as generation_exac
 from lmforge.finetuning.metrics.regression import correlations
 from lmforge.finetuning.metrics.spans import exact_match, normalize_answer, squad_scores, token_f1
 from lmforge.finetuning.metrics.tagging import entity_scores, to_iob2
-
-from ..cleaning.corpus_gen import WORDS
+from lmforge.testing.documents import WORDS
 
 # --- tagging -----------------------------------------------------------------------------------
 

@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from lmforge.config import Params, parse_params
+from lmforge.testing.documents import page, write_jsonl
 
-from ..cleaning.corpus_gen import page, write_jsonl
 from ..training.conftest import REPO, edit_recipe, project, tiny_data, write_params, write_task
 
 # re-exported: the tiny training project's fixtures and helpers, for the tests here

@@ -33,8 +33,7 @@ from typing import Iterator
 import pytest
 import yaml
 
-from ..cleaning.corpus_gen import page as corpus_page
-from ..cleaning.corpus_gen import write_jsonl
+from lmforge.testing.documents import page as corpus_page, write_jsonl
 
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")

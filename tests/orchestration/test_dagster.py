@@ -43,7 +43,7 @@ from dagster_project.resources import DvcResource
 from lmforge.stages import CHECKS
 from lmforge.config import load_params, parse_params
 from lmforge.stages import build_stages, write_dvc_yaml
-from tests.cleaning.corpus_gen import page, write_jsonl
+from lmforge.testing.documents import page, write_jsonl
 from tests.training.conftest import REPO, write_params, write_task
 from tests.waiting import wait_for
 

@@ -8,8 +8,7 @@ import pytest
 from lmforge.artifacts import sha256_file
 from lmforge.config import Params
 from lmforge.corpus.document import SCHEMA
-
-from ..cleaning.corpus_gen import page
+from lmforge.testing.documents import page
 
 EXTRA = [
     "Hello world. The cat's toy is red! Another line is here.\nSecond paragraph starts now.",

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ..cleaning.corpus_gen import page, sentence, write_jsonl
+from lmforge.testing.documents import page, sentence, write_jsonl
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from lmforge.config import ConfigError, load_params
+from lmforge.testing.documents import sentence
 
-from ..cleaning.corpus_gen import sentence
 from .conftest import write_params
 from .test_finetune import FakeTracker
 

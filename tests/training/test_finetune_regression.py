@@ -13,8 +13,8 @@ import torch
 import yaml
 
 from lmforge.config import load_params
+from lmforge.testing.documents import sentence
 
-from ..cleaning.corpus_gen import sentence
 from .conftest import write_params
 from .test_finetune import FakeTracker
 

@@ -11,8 +11,8 @@ import random
 import yaml
 
 from lmforge.config import load_params
+from lmforge.testing.documents import sentence
 
-from ..cleaning.corpus_gen import sentence
 from .conftest import write_params
 from .test_finetune import FakeTracker
 

@@ -1,4 +1,5 @@
-"""Seeded generators of English-like documents for cleaning tests."""
+"""Seeded generators of English-like documents and pages (with cases on both sides of every C4
+rule), for the tests and the benchmarks of the cleaning, tokenizing and fine-tuning stages."""
 
 import json
 import random
