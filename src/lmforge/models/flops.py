@@ -55,11 +55,6 @@ def applied_parameters(model: nn.Module) -> int:
     return total
 
 
-def embedding_parameters(model: nn.Module) -> int:
-    """The parameters of the model's embedding tables (looked up, not multiplied)."""
-    return sum(m.weight.numel() for m in model.modules() if isinstance(m, nn.Embedding))
-
-
 def attention_modules(model: nn.Module) -> int:
     """Attention modules run in a pass (class name ending in ``Attention``; one inside another is
     part of it), each once, or as often as it runs (a module shared by several layers)."""

@@ -116,7 +116,9 @@ def run_pretrain(params: Params, arch: str, *, log: Callable[[str], None] = prin
     attempt = start_attempt(out_dir, fp, log, restart=params.train.restart)
     resume = attempt.resume
     n_params = sum(p.numel() for p in model.parameters())
-    counts = target_counts(_train_batches(data, 50), recipe.objective, vocab.size)
+    first_batches = list(_train_batches(data, 50))  # the unigram baseline's counts and the predicted share
+    counts = target_counts(first_batches, recipe.objective, vocab.size)
+    predicted = labelled_fraction(first_batches)
     bytes_per_token = tokenizer_bytes_per_token(tok_dir)
 
     def intrinsic(device) -> dict[str, float]:
@@ -168,7 +170,7 @@ def run_pretrain(params: Params, arch: str, *, log: Callable[[str], None] = prin
             "validation": final, "validation_start": start, "seconds": round(time.time() - started, 1), "fingerprint": fp,
             "compute": compute_record(model, tokens=history.tokens, examples=module.micro_steps_done * batch_size * world_size(),
                                       seconds=time.time() - started, cpu_seconds=time.process_time() - cpu_started,
-                                      predicted_fraction=labelled_fraction(_train_batches(data, 10)),
+                                      predicted_fraction=predicted,
                                       device=device_name(module.device),
                                       devices=world_size()),
             "mlflow_run_id": tracker.run_id,
