@@ -394,10 +394,11 @@ class EvaluateConfig(_Strict):
     output: str = Field("data/report", description="leaderboard, charts, per-architecture metrics")
     validation_batches: int | None = Field(None, ge=1, description="cap on validation batches (null: the whole split)")
     harness: list[str] = Field(
-        default_factory=list,
-        description="zero-shot tasks scored by EleutherAI's lm-eval (pip install 'lmforge[eval]') for each causal LM and "
-                    "its untrained floor: docstring_next (built from the held-out documents), a task YAML file, or an "
-                    "lm-eval task name; empty: none")
+        default_factory=lambda: ["docstring_next"],
+        description="zero-shot tasks scored for each generative architecture (GPT, Transformer-XL, XLNet, BART, T5, "
+                    "Switch) and its untrained floor: docstring_next (built from the held-out documents; scored by "
+                    "lm-eval where installed, else by lmforge with lm-eval's definitions), a task YAML file, or an "
+                    "lm-eval task name (these two need pip install 'lmforge[eval]'); empty: none")
     harness_questions: int = Field(200, ge=4, description="docstring_next: questions drawn from the held-out documents, "
                                                           "at most")
 

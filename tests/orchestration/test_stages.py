@@ -93,6 +93,7 @@ def test_tiny_graph(graph_root):
         ("dataset_clm", "pretrain_gpt"), ("tokens_bpe", "pretrain_gpt"), ("tokenizer_bpe", "pretrain_gpt"),
         ("pretrain_gpt", "finetune_gpt_task"), ("tokenizer_bpe", "finetune_gpt_task"),
         ("pretrain_gpt", "evaluate_gpt"), ("finetune_gpt_task", "evaluate_gpt"), ("evaluate_gpt", "report"),
+        ("clean", "evaluate_gpt"),  # the zero-shot harness (on by default) reads the held-out documents
         # the from-scratch control needs no pretrained model
         ("tokenizer_bpe", "finetune_scratch_gpt_task"), ("finetune_scratch_gpt_task", "evaluate_gpt"),
     }
@@ -107,7 +108,9 @@ def test_tiny_graph(graph_root):
 
 
 def test_the_harness_adds_the_corpus_and_its_task_files_to_evaluate_only_when_asked(graph_root):
-    plain = build_stages(graph_project(graph_root), root=graph_root)["evaluate_gpt"]
+    plain = build_stages(graph_project(graph_root, evaluate={"harness": []}), root=graph_root)["evaluate_gpt"]
+    default = build_stages(graph_project(graph_root), root=graph_root)["evaluate_gpt"]
+    assert default.deps == (*plain.deps, "data/clean")  # on by default: docstring_next
     (graph_root / "mine.yaml").write_text("task: mine\n")
     asked = build_stages(graph_project(graph_root, evaluate={"harness": ["docstring_next", "mine.yaml", "hellaswag"]}),
                          root=graph_root)["evaluate_gpt"]

@@ -25,18 +25,20 @@ from ..inference.conftest import write_model
 
 pytest.importorskip("lm_eval")
 
+ARCHS = ["gpt", "bert", "t5", "xlnet"]
+
 
 @pytest.fixture()
 def project(corpus, tmp_path):  # noqa: F811
     params, docs = corpus
     params = params.model_copy(update={
-        "train": params.train.model_copy(update={"output": str(tmp_path / "models"), "architectures": ["gpt", "bert"]}),
+        "train": params.train.model_copy(update={"output": str(tmp_path / "models"), "architectures": ARCHS}),
         "evaluate": params.evaluate.model_copy(update={"output": str(tmp_path / "report"),
                                                        "harness": ["docstring_next"], "harness_questions": 6}),
         "finetune": params.finetune.model_copy(update={"tasks": []}),
         "tracking": params.tracking.model_copy(update={"register_models": False}),
     })
-    for arch in ("gpt", "bert"):
+    for arch in ARCHS:
         write_model(params, arch, layout.pretrained_model_dir(params, arch), seed=11)
         (layout.pretrain_dir(params, arch) / "metrics.json").write_text(json.dumps(
             {"architecture": arch, "validation": {"loss": 5.0, "unigram_loss": 6.0}}))
@@ -65,7 +67,7 @@ def test_the_default_task_comes_from_the_held_out_documents(project):
         assert r["context"] not in trained
 
 
-def test_the_evaluate_stage_scores_gpt_and_its_untrained_floor(project):
+def test_the_evaluate_stage_scores_each_generative_model_and_its_untrained_floor(project):
     params, _ = project
     trackers = {}
 
@@ -74,22 +76,24 @@ def test_the_evaluate_stage_scores_gpt_and_its_untrained_floor(project):
         trackers[run_name] = Tracker()
         yield trackers[run_name]
 
-    results = run_evaluate(params, ["gpt", "bert"], log=lambda m: None, tracker_factory=factory)
-    record = json.loads(layout.evaluation_file(params, "gpt").read_text())
-    assert record["harness"] == results["gpt"]["harness"]
-    h = record["harness"]
-    assert h["tasks"] == ["docstring_next"] and set(h) == {"tasks", "pretrained", "untrained"}
-    # the same numbers from our own scorer, with no lm-eval in between
+    results = run_evaluate(params, ARCHS, log=lambda m: None, tracker_factory=factory)
     rows = [json.loads(line) for line in default_task(params).with_suffix(".jsonl").read_text().splitlines()]
     questions = [Question(r["context"], tuple(r["choices"]), r["gold"]) for r in rows]
-    loaded = load(layout.pretrained_model_dir(params, "gpt"))
-    for name, model in (("pretrained", loaded.model), ("untrained", untrained_twin(loaded, params.train.seed))):
-        ours = score_questions(scorer(model, loaded.tokenizer), questions)
-        got = h[name]["docstring_next"]
-        assert got["n"] == 6
-        assert {k: got[k] for k in ("acc", "acc_norm", "acc_bytes")} == pytest.approx(
-            {k: ours[k] for k in ("acc", "acc_norm", "acc_bytes")})
-        assert trackers["evaluate-gpt"].metrics[f"harness/docstring_next/{name}/acc"] == pytest.approx(got["acc"])
+    for arch in ("gpt", "t5", "xlnet"):
+        record = json.loads(layout.evaluation_file(params, arch).read_text())
+        assert record["harness"] == results[arch]["harness"]
+        h = record["harness"]
+        assert h["tasks"] == ["docstring_next"] and set(h) == {"tasks", "scored_by", "pretrained", "untrained"}
+        assert h["scored_by"].startswith("lm-eval 0.4.")
+        # the same numbers from our own scorer, with no lm-eval in between
+        loaded = load(layout.pretrained_model_dir(params, arch))
+        for name, model in (("pretrained", loaded.model), ("untrained", untrained_twin(loaded, params.train.seed))):
+            ours = score_questions(scorer(model, loaded.tokenizer, arch), questions)
+            got = h[name]["docstring_next"]
+            assert got["n"] == 6
+            assert {k: got[k] for k in ("acc", "acc_norm", "acc_bytes")} == pytest.approx(
+                {k: ours[k] for k in ("acc", "acc_norm", "acc_bytes")})
+            assert trackers[f"evaluate-{arch}"].metrics[f"harness/docstring_next/{name}/acc"] == pytest.approx(got["acc"])
     bert = json.loads(layout.evaluation_file(params, "bert").read_text())["harness"]
     assert bert == {"tasks": ["docstring_next"],
                     "not_applicable": "a masked-LM encoder: it gives no left-to-right log-likelihood of a continuation"}
@@ -108,11 +112,40 @@ def test_the_untrained_floor_is_the_architecture_with_the_controls_seed(project)
     assert not all(torch.equal(a, b) for a, b in zip(twin.parameters(), loaded.model.parameters()))
 
 
-def test_without_lm_eval_the_stage_stops_with_one_line_before_reading_anything(project, monkeypatch):
+def test_without_lm_eval_the_built_in_task_is_scored_by_our_own_scorer(project, monkeypatch):
     params, _ = project
+    with_lm_eval = harness_scores(params, "t5", log=lambda m: None)
+    monkeypatch.setitem(sys.modules, "lm_eval", None)
+    without = harness_scores(params, "t5", log=lambda m: None)
+    assert without["scored_by"] == "lmforge (lm-eval's definitions; lm-eval not installed)"
+    for name in ("pretrained", "untrained"):
+        got, ref = without[name]["docstring_next"], with_lm_eval[name]["docstring_next"]
+        assert got["n"] == ref["n"] == 6
+        assert {k: got[k] for k in ("acc", "acc_norm", "acc_bytes")} == pytest.approx(
+            {k: ref[k] for k in ("acc", "acc_norm", "acc_bytes")})
+
+
+def test_without_lm_eval_another_task_stops_with_one_line_before_reading_anything(project, monkeypatch):
+    params, _ = project
+    params = params.model_copy(update={"evaluate": params.evaluate.model_copy(update={"harness": ["docstring_next",
+                                                                                                  "hellaswag"]})})
     monkeypatch.setitem(sys.modules, "lm_eval", None)
     with pytest.raises(ConfigError) as err:
         harness_scores(params, "gpt", log=lambda m: None)
-    assert str(err.value) == ("evaluate.harness needs EleutherAI's lm-eval, which is not installed: "
-                              "pip install 'lmforge[eval]'")
+    assert str(err.value) == ("evaluate.harness: task 'hellaswag' needs EleutherAI's lm-eval, which is not installed: "
+                              "pip install 'lmforge[eval]' (the built-in docstring_next is scored without it)")
     assert not task_dir(params).exists()
+
+
+def test_a_corpus_too_small_for_the_default_task_skips_it_and_says_why(project, monkeypatch):
+    params, _ = project
+    from lmforge.evaluation import harness_task
+    from lmforge.evaluation.report.leaderboard import _harness_row
+
+    monkeypatch.setattr(harness_task, "next_sentence_questions", lambda *a, **k: [])
+    messages = []
+    got = harness_scores(params, "gpt", log=messages.append)
+    reason = "docstring_next: no questions (the held-out documents have too few two-sentence paragraphs)"
+    assert got == {"tasks": ["docstring_next"], "skipped": {"docstring_next": reason}}
+    assert messages == [f"evaluate gpt: harness skips docstring_next ({reason})"]
+    assert _harness_row(got)["harness_task"] == "skipped"

@@ -20,7 +20,7 @@ from pathlib import Path
 import yaml
 
 from ..artifacts import atomic_write_text
-from .harness import HarnessError
+from .harness import HarnessError, Question
 
 NAME = "docstring_next"
 CHOICES = 4
@@ -103,3 +103,10 @@ def write_task(rows: list[dict], directory: Path, name: str = NAME) -> Path:
     config = directory / f"{name}.yaml"
     atomic_write_text(config, yaml.safe_dump(task_config(name, data, directory / "hf-cache"), sort_keys=False))
     return config
+
+
+def read_questions(config: Path) -> list[Question]:
+    """The questions of a task :func:`write_task` wrote (its YAML's path; the JSONL beside it)."""
+    data = Path(config).with_suffix(".jsonl")
+    rows = [json.loads(line) for line in data.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [Question(r["context"], tuple(r["choices"]), int(r["gold"])) for r in rows]

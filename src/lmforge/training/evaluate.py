@@ -88,7 +88,7 @@ def run_evaluate(params: Params, archs: list[str] | None = None, *, log: Callabl
             progress.update(done, arch)
             ev = gather(params, arch)
             ev["samples"] = pretrained_samples(params, arch)
-            if params.evaluate.harness:  # zero-shot tasks through lm-eval (the eval extra)
+            if params.evaluate.harness:  # zero-shot tasks (lm-eval's, where the eval extra is installed)
                 from .harness import harness_scores
 
                 ev["harness"] = harness_scores(params, arch, log=log)

@@ -62,7 +62,7 @@ COLUMNS: dict[str, str] = {
     "transfer_cost": "what the gain cost: transfer_gain in points for the pretraining's tokens, FLOPs and minutes",
     "harness_task": "the zero-shot task (evaluate.harness, the first listed) of the two columns that follow; "
                     "'not applicable' where the scorer does not read the architecture",
-    "harness_acc": "the pretrained model's zero-shot accuracy on it (lm-eval's acc)",
+    "harness_acc": "the pretrained model's zero-shot accuracy on it (acc, lm-eval's definition)",
     "harness_floor_acc": "the same architecture's with random weights (train.seed): the floor to beat",
 }
 BOOLEAN_COLUMNS = ("below_start", "below_unigram", "beats_majority", "beats_bow", "beats_scratch")
@@ -203,6 +203,8 @@ def _harness_row(harness: Any) -> dict[str, Any]:
         return {"harness_task": None, "harness_acc": math.nan, "harness_floor_acc": math.nan}
     if harness.get("not_applicable"):
         return {"harness_task": "not applicable", "harness_acc": math.nan, "harness_floor_acc": math.nan}
+    if harness.get("skipped") and not harness.get("pretrained"):
+        return {"harness_task": "skipped", "harness_acc": math.nan, "harness_floor_acc": math.nan}
     task = next(iter(harness.get("pretrained") or {}), None)
     return {"harness_task": task, "harness_acc": _number(lookup(harness, "pretrained", task, "acc")) if task else math.nan,
             "harness_floor_acc": _number(lookup(harness, "untrained", task, "acc")) if task else math.nan}
