@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from pathlib import Path
 
 
@@ -36,15 +37,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--select", default="", help="comma-separated asset names (default: the job's assets)")
     ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                     help="change a parameter for this run (repeatable), as lmforge's commands take it")
+    ap.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+                    help="Dagster's console logger (default INFO: the stages' lines; DEBUG adds every Dagster "
+                         "event, which the instance and the UI keep either way)")
     args = ap.parse_args(argv)
 
     from lmforge.config import ConfigError, load_params
 
     from .overrides import export_overrides
+    from .summary import closing_lines, step_seconds
 
     project = Path(os.environ.get("LMFORGE_PROJECT") or ".").resolve()
     try:  # a wrong key or value is one line, before Dagster starts
-        load_params(project / "params.yaml", args.overrides)
+        params = load_params(project / "params.yaml", args.overrides)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -67,26 +72,33 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: no asset named {', '.join(unknown)}; assets: {', '.join(sorted(known))}", file=sys.stderr)
         return 2
     selection = [AssetKey(n) for n in names] or None
+    run_config = {"loggers": {"console": {"config": {"log_level": args.log_level}}}}
+    began = time.monotonic()
     with DagsterInstance.get() as instance:
         if defs.executor.name == "in_process":  # orchestrate.executor
-            result = job.execute_in_process(instance=instance, raise_on_error=False, asset_selection=selection)
+            result = job.execute_in_process(instance=instance, raise_on_error=False, asset_selection=selection,
+                                            run_config=run_config)
         else:  # steps in processes of their own: each rebuilds the definitions of this project
             from dagster import build_reconstructable_job, execute_job
 
             job_ref = build_reconstructable_job("dagster_project.run", "project_job", reconstructable_args=(args.job,),
                                                 reconstructor_working_directory=str(Path(__file__).resolve().parent.parent))
-            result = execute_job(job_ref, instance=instance, raise_on_error=False, asset_selection=selection)
+            result = execute_job(job_ref, instance=instance, raise_on_error=False, asset_selection=selection,
+                                 run_config=run_config)
         done = [e.asset_key.to_user_string() for e in result.get_asset_materialization_events()]
         failed_checks = [e.event_specific_data for e in result.all_events
                          if e.event_type == DagsterEventType.ASSET_CHECK_EVALUATION and not e.event_specific_data.passed]
         failed_steps = [e.step_key for e in result.all_events if e.event_type == DagsterEventType.STEP_FAILURE]
         planned = names or sorted(k.to_user_string() for k in job.asset_layer.executable_asset_keys)
         held_back = [n for n in planned if n not in done and n not in failed_steps]
+        took = step_seconds(instance.all_logs(result.run_id))
     print(f"run {result.run_id} ({args.job}): {len(done)} assets materialized"
           + (f", {len(failed_steps)} failed: {', '.join(failed_steps)}" if failed_steps else "")
           + (f", {len(held_back)} not run (upstream failed or a blocking check failed): {', '.join(held_back)}" if held_back else ""))
     for c in failed_checks:
         print(f"  check failed: {c.asset_key.to_user_string()}/{c.check_name} ({c.severity.value.lower()}): {c.description}")
+    report = Path(params.evaluate.output) if "report" in (names or planned) else None
+    print("\n".join(closing_lines(project, report, took, time.monotonic() - began)))
     return 0 if result.success else 1
 
 

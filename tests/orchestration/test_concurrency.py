@@ -12,6 +12,7 @@ import threading
 
 import pytest
 from dagster import DagsterEventType, DagsterInstance
+from dagster_project.summary import step_seconds
 
 from lmforge.slots import slot_count, slot_gpus, training_slot
 from tests.training.conftest import REPO
@@ -60,6 +61,11 @@ def test_independent_steps_run_at_once_and_trainings_take_turns_on_one_slot(tmp_
                         for e in instance.all_logs(run.run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION)]
         slots = {m.asset_key.to_user_string(): m.metadata["training_slot"].value
                  for m in materialized if m.asset_key.to_user_string() in trainings}
+        took = step_seconds(instance.all_logs(run.run_id))
+    # the closing summary's step times are the event log's spans
+    assert took == pytest.approx({k: end - start for k, (start, end) in spans.items()})
+    assert f"steps: {len(spans)}, " in done.stdout and "wall time: " in done.stdout
+    assert "DEBUG" not in done.stdout + done.stderr  # Dagster's own events stay in the instance
     assert set(select) <= set(spans)  # (the asset checks are steps too)
     # the two tokenizers depend only on clean: their steps ran at the same time, in two processes
     assert overlap(spans["tokenizer_bpe"], spans["tokenizer_wordpiece"]) > 0, spans
