@@ -1,5 +1,13 @@
 import os
 
+# pytest-xdist's workers share the machine's cores: each gets its share of intra-op threads (and
+# so do the processes it starts), where torch's default of one thread per core would run
+# workers x cores busy threads on the cores and slow every one of them.
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
+    _share = max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
+    os.environ.setdefault("OMP_NUM_THREADS", str(_share))
+    os.environ.setdefault("MKL_NUM_THREADS", str(_share))
+
 # Tests never reach the network: Hugging Face libraries must work from local files only.
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

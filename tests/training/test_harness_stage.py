@@ -25,7 +25,7 @@ from ..inference.conftest import write_model
 
 pytest.importorskip("lm_eval")
 
-ARCHS = ["gpt", "bert", "t5", "xlnet"]
+ARCHS = ["gpt", "bert", "t5", "xlnet", "bart"]
 
 
 @pytest.fixture()
@@ -149,3 +149,21 @@ def test_a_corpus_too_small_for_the_default_task_skips_it_and_says_why(project, 
     assert got == {"tasks": ["docstring_next"], "skipped": {"docstring_next": reason}}
     assert messages == [f"evaluate gpt: harness skips docstring_next ({reason})"]
     assert _harness_row(got)["harness_task"] == "skipped"
+
+
+@pytest.mark.parametrize("arch", ["t5", "bart"])
+def test_an_exported_encoder_decoder_scores_as_the_folder_it_came_from(project, tmp_path, arch):
+    from click.testing import CliRunner
+
+    from lmforge.cli import main
+    from lmforge.training.harness import folder_scorer
+
+    params, _ = project
+    folder = layout.pretrained_model_dir(params, arch)
+    done = CliRunner().invoke(main, ["export", str(folder), str(tmp_path / "hf")])
+    assert done.exit_code == 0, done.output
+    rows = [json.loads(line) for line in default_task(params).with_suffix(".jsonl").read_text().splitlines()]
+    pairs = [(r["context"], " " + c) for r in rows for c in r["choices"]]
+    ours, theirs = (folder_scorer(f).loglikelihood(pairs) for f in (folder, tmp_path / "hf"))
+    assert [x[0] for x in ours] == pytest.approx([x[0] for x in theirs], abs=1e-4)
+    assert [x[1] for x in ours] == [x[1] for x in theirs]

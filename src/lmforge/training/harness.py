@@ -144,7 +144,7 @@ def harness_scores(params: Params, arch: str, *, log: Callable[[str], None] = pr
     return out
 
 
-def folder_scorer(folder: Path) -> CausalScorer:
+def folder_scorer(folder: Path) -> CausalScorer | Seq2SeqScorer:
     """The scorer of a model folder: an lmforge one (``lmforge_model.json``; its tokenizer beside
     it), or a ``transformers`` causal LM (``config.json`` and ``tokenizer.json``, as ``lmforge
     export`` writes one), read after its ``eos`` (else ``bos``) token as our GPT is read after
@@ -164,11 +164,16 @@ def folder_scorer(folder: Path) -> CausalScorer:
     import transformers
     from tokenizers import Tokenizer
 
+    tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
     try:
+        config = transformers.AutoConfig.from_pretrained(folder)
+        if getattr(config, "is_encoder_decoder", False):
+            return _seq2seq_folder_scorer(folder, transformers.AutoModelForSeq2SeqLM.from_pretrained(folder).eval(),
+                                          tokenizer)
         model = transformers.AutoModelForCausalLM.from_pretrained(folder).eval()
     except (ValueError, OSError) as exc:
-        raise HarnessError(f"{folder}: not a causal LM transformers loads ({str(exc).splitlines()[0]})") from exc
-    tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        raise HarnessError(f"{folder}: not a causal or seq2seq LM transformers loads "
+                           f"({str(exc).splitlines()[0]})") from exc
     # the document separator a causal LM trained on packed documents reads before each one (GPT-2's
     # bos and eos are that one token); bos where a config names no eos
     start = model.config.eos_token_id if model.config.eos_token_id is not None else model.config.bos_token_id
@@ -177,6 +182,23 @@ def folder_scorer(folder: Path) -> CausalScorer:
     window = getattr(model.config, "n_positions", None) or getattr(model.config, "max_position_embeddings", None)
     return CausalScorer(model, lambda text: tokenizer.encode(text, add_special_tokens=False).ids, prefix=[start],
                         window=window)
+
+
+def _seq2seq_folder_scorer(folder: Path, model, tokenizer) -> Seq2SeqScorer:
+    """A ``transformers`` encoder-decoder framed as :func:`scorer` frames ours of its kind."""
+    c = model.config
+    kinds = {"t5": "t5", "mt5": "t5", "switch_transformers": "t5", "bart": "bart", "mbart": "bart"}
+    kind = kinds.get(c.model_type)
+    if kind is None or c.eos_token_id is None or c.decoder_start_token_id is None:
+        raise HarnessError(f"{folder}: a {c.model_type} encoder-decoder: only T5, Switch and BART framings are known")
+    frame = {"encoder_suffix": [c.eos_token_id]}
+    if kind == "bart":
+        if c.bos_token_id is None:
+            raise HarnessError(f"{folder}: its config names no bos_token_id (BART's framing reads one)")
+        frame.update(encoder_prefix=[c.bos_token_id], decoder_prefix=[c.bos_token_id],
+                     window=getattr(c, "max_position_embeddings", None))
+    return Seq2SeqScorer(model, lambda text: tokenizer.encode(text, add_special_tokens=False).ids, eos=c.eos_token_id,
+                         decoder_start=c.decoder_start_token_id, pad=c.pad_token_id or 0, **frame)
 
 
 def _architecture(loaded) -> str:
