@@ -127,3 +127,17 @@ def test_an_encoder_decoder_answers_questions_from_the_context():
                                         + (max(range(2), key=lambda i: (lls[3 + i], -i)) == 1)) / 2)
     with pytest.raises(ValueError, match="no room for the context"):
         Seq2SeqScorer(model, encode, eos=1, decoder_start=0, encoder_suffix=[1], window=1).loglikelihood(PAIRS)
+
+
+def test_transformer_xl_reads_inputs_longer_than_its_training_segment():
+    from types import SimpleNamespace
+
+    from lmforge.training.harness import scorer
+
+    txl = _tiny("txl-tiny", 1, mem_len=0)  # trained on segments of tgt_len = 32 tokens
+    tokenizer = SimpleNamespace(vocab=SimpleNamespace(eos=EOS), encode=lambda texts: [encode(t) for t in texts])
+    read = scorer(txl, tokenizer, "transformer_xl")
+    long = " " + " ".join(f"w{i}" for i in range(40))
+    assert len(encode(long)) > txl.config.tgt_len
+    ((ll, _),) = read.loglikelihood([("Return the", long)])
+    assert ll == pytest.approx(by_hand(txl, "Return the", long), abs=1e-3)

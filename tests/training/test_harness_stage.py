@@ -167,3 +167,17 @@ def test_an_exported_encoder_decoder_scores_as_the_folder_it_came_from(project, 
     ours, theirs = (folder_scorer(f).loglikelihood(pairs) for f in (folder, tmp_path / "hf"))
     assert [x[0] for x in ours] == pytest.approx([x[0] for x in theirs], abs=1e-4)
     assert [x[1] for x in ours] == [x[1] for x in theirs]
+
+
+def test_a_question_the_model_cannot_read_skips_the_task_and_the_stage_goes_on(project, monkeypatch):
+    """GPT reads at most n_positions tokens: a continuation longer than that is skipped, said why."""
+    params, _ = project
+    from lmforge.evaluation import harness_task
+
+    long = " ".join(["word"] * 400)
+    rows = [{"context": "First.", "choices": [long, "b c d.", "e f g.", "h i j."], "gold": 0}] * 4
+    monkeypatch.setattr(harness_task, "next_sentence_questions", lambda *a, **k: rows)
+    messages = []
+    got = harness_scores(params, "gpt", log=messages.append)
+    assert set(got) == {"tasks", "skipped"} and "longer than the" in got["skipped"]["docstring_next"]
+    assert messages and messages[0].startswith("evaluate gpt: harness skipped (a continuation of ")
