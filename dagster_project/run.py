@@ -40,7 +40,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"),
                     help="Dagster's console logger (default INFO: the stages' lines; DEBUG adds every Dagster "
                          "event, which the instance and the UI keep either way)")
+    ap.add_argument("--verbose", action="store_true", help="the same as --log-level DEBUG")
     args = ap.parse_args(argv)
+    if args.verbose:
+        args.log_level = "DEBUG"
 
     from lmforge.config import ConfigError, load_params
 
@@ -97,6 +100,9 @@ def main(argv: list[str] | None = None) -> int:
           + (f", {len(held_back)} not run (upstream failed or a blocking check failed): {', '.join(held_back)}" if held_back else ""))
     for c in failed_checks:
         print(f"  check failed: {c.asset_key.to_user_string()}/{c.check_name} ({c.severity.value.lower()}): {c.description}")
+    if any(c.severity.value.lower() == "warn" for c in failed_checks):
+        print("  (a check that warns keeps its asset and runs what follows it: it flags a result to read, "
+              "e.g. a pretraining too short to pay; one that errors holds back what depends on it)")
     report = Path(params.evaluate.output) if "report" in (names or planned) else None
     print("\n".join(closing_lines(project, report, took, time.monotonic() - began)))
     return 0 if result.success else 1
