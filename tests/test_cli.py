@@ -109,7 +109,7 @@ def test_quiet_keeps_the_results_and_the_errors_only(tmp_path, monkeypatch):
 
 def test_finetune_refuses_an_architecture_named_for_a_family_it_does_not_take(tmp_path, monkeypatch):
     """bert named for a generation task is one error; from the defaults the pair is skipped with a line."""
-    from lmforge import cli
+    from lmforge.cli import stages as stage_commands
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "params.yaml").write_text("train:\n  architectures: [bert, t5]\n", encoding="utf-8")
@@ -117,7 +117,7 @@ def test_finetune_refuses_an_architecture_named_for_a_family_it_does_not_take(tm
     assert res.exit_code == 2
     assert "bert does not fine-tune on docstring_summary, a generation task" in res.output
     ran: list = []
-    monkeypatch.setattr(cli, "_run_stages", lambda params, select=None, force=False: ran.append(params.train.architectures))
+    monkeypatch.setattr(stage_commands, "_run_stages", lambda params, select=None, force=False: ran.append(params.train.architectures))
     res = CliRunner().invoke(main, ["finetune", "--task", "docstring_summary"])
     assert res.exit_code == 0 and ran == [["bert", "t5"]]  # the graph leaves bert's stage out
     assert "finetune: skipped: bert does not fine-tune on docstring_summary" in res.output

@@ -474,7 +474,7 @@ def test_finetune_selects_on_validation_and_the_scratch_control_matches_it(proje
 def test_the_cli_flag_runs_the_scratch_control_stages(monkeypatch, tmp_path):
     from click.testing import CliRunner
 
-    from lmforge import cli
+    from lmforge.cli import main, stages as stage_commands
     from lmforge.stages import build_stages
 
     seen = []
@@ -483,12 +483,12 @@ def test_the_cli_flag_runs_the_scratch_control_stages(monkeypatch, tmp_path):
         graph = build_stages(params, root=tmp_path)
         seen.append(sorted((s.name, s.key["init"]) for s in graph if select(s)))
 
-    monkeypatch.setattr(cli, "_run_stages", run_stages)
+    monkeypatch.setattr(stage_commands, "_run_stages", run_stages)
     params = write_params(tmp_path)
     shutil.copytree(REPO / "pipelines", tmp_path / "pipelines")
     monkeypatch.chdir(tmp_path)
     for args in (["--from-scratch"], []):
-        res = CliRunner().invoke(cli.main, ["finetune", "bert", "--params", str(params), *args])
+        res = CliRunner().invoke(main, ["finetune", "bert", "--params", str(params), *args])
         assert res.exit_code == 0, res.output
     assert [[init for _, init in stages] for stages in seen] == [["scratch"], ["pretrained"]]
     assert seen[0][0][0].startswith("finetune_scratch_bert_")
