@@ -65,7 +65,10 @@ def test_independent_steps_run_at_once_and_trainings_take_turns_on_one_slot(tmp_
     # the closing summary's step times are the event log's spans
     assert took == pytest.approx({k: end - start for k, (start, end) in spans.items()})
     assert f"steps: {len(spans)}, " in done.stdout and "wall time: " in done.stdout
-    assert "DEBUG" not in done.stdout + done.stderr  # Dagster's own events stay in the instance
+    # Dagster's own step events stay in the instance (the multiprocess executor's engine still
+    # prints its step-worker lines)
+    chatter = [line for line in (done.stdout + done.stderr).splitlines() if " - DEBUG - " in line]
+    assert not [line for line in chatter if "STEP_WORKER_" not in line], chatter
     assert set(select) <= set(spans)  # (the asset checks are steps too)
     # the two tokenizers depend only on clean: their steps ran at the same time, in two processes
     assert overlap(spans["tokenizer_bpe"], spans["tokenizer_wordpiece"]) > 0, spans
