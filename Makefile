@@ -55,8 +55,9 @@ repro: $(VENV)/.installed
 
 # The suite in two worker processes (pytest-xdist): the end-to-end tests wait on subprocesses
 # and servers as much as they compute, so two workers finish it in about two thirds of the time
-# on two cores. PYTEST_ARGS='-n 0' runs it in one process.
-PYTEST_ARGS ?= -n 2
+# on two cores. Each worker takes whole files (their module fixtures are built once), the files
+# with slow tests first (tests/conftest.py). PYTEST_ARGS='-n 0' runs it in one process.
+PYTEST_ARGS ?= -n 2 --dist loadfile
 
 test: $(VENV)/.installed-dev
 	$(PY) -m pytest $(PYTEST_ARGS)

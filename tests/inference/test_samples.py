@@ -37,3 +37,20 @@ def test_the_evaluate_assets_metadata_shows_the_samples(tmp_path):
                                   "samples": [{"prompt": "Return the", "output": " value."}]}))
     meta = evaluate.metadata(SimpleNamespace(key={"arch": "gpt"}), None, record)
     assert isinstance(meta["samples"], Markdown) and "| gpt | Return the | value. |" in meta["samples"].text
+
+
+def test_the_evaluate_assets_metadata_shows_the_harness_scores_who_scored_them_and_what_was_skipped(tmp_path):
+    import json
+    from types import SimpleNamespace
+
+    from lmforge.stages.kinds import evaluate
+
+    record = tmp_path / "t5.json"
+    harness = {"tasks": ["docstring_next", "mine.yaml"], "scored_by": "lm-eval 0.4.13",
+               "pretrained": {"mine": {"acc": 0.5, "n": 8}}, "untrained": {"mine": {"acc": 0.25, "n": 8}},
+               "skipped": {"docstring_next": "docstring_next: no questions"}}
+    record.write_text(json.dumps({"pretrain": {"validation": {"loss": 5.0}}, "finetune": {}, "harness": harness}))
+    meta = evaluate.metadata(SimpleNamespace(key={"arch": "t5"}), None, record)
+    assert meta["harness/scored_by"] == "lm-eval 0.4.13"
+    assert meta["harness/docstring_next/skipped"] == "docstring_next: no questions"
+    assert meta["harness/mine/pretrained/acc"] == 0.5 and meta["harness/mine/untrained/acc"] == 0.25

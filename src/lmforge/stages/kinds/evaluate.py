@@ -63,6 +63,10 @@ def metadata(stage, params: Params, out: Path) -> dict:
     harness = ev.get("harness") or {}
     if harness.get("not_applicable"):
         meta["harness"] = f"not applicable: {harness['not_applicable']}"
+    if harness.get("scored_by"):
+        meta["harness/scored_by"] = harness["scored_by"]
+    for task, reason in (harness.get("skipped") or {}).items():
+        meta[f"harness/{task}/skipped"] = reason
     for name in ("pretrained", "untrained"):
         for task, scores in (harness.get(name) or {}).items():
             meta.update(numbers(scores, f"harness/{task}/{name}/"))
