@@ -55,9 +55,9 @@ repro: $(VENV)/.installed
 
 # The suite in two worker processes (pytest-xdist): the end-to-end tests wait on subprocesses
 # and servers as much as they compute, so two workers finish it in about two thirds of the time
-# on two cores. Each worker takes whole files (their module fixtures are built once), the files
-# with slow tests first (tests/conftest.py). PYTEST_ARGS='-n 0' runs it in one process.
-PYTEST_ARGS ?= -n 2 --dist loadfile
+# on two cores. PYTEST_ARGS='-n 0' runs it in one process. (Whole files per worker, the files
+# with slow tests first, took 24 min 27 s against 23 min 30 s: BENCHMARKS.md, "The test suite".)
+PYTEST_ARGS ?= -n 2
 
 test: $(VENV)/.installed-dev
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -24,10 +24,3 @@ def load_benchmark(name: str):
     spec.loader.exec_module(module)
     return module
 
-
-def pytest_collection_modifyitems(config, items):
-    """The files that hold slow end-to-end tests first (each file's tests in their own order):
-    with ``--dist loadfile`` (the Makefile's) a worker takes a whole file at a time, in this order,
-    so the long files start early and the short ones fill in at the end."""
-    heavy = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in heavy)
