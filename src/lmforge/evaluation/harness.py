@@ -28,6 +28,7 @@ numbers. Needs no lm-eval: ``evaluation.lm_eval_model`` wraps a scorer for lm-ev
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -72,6 +73,24 @@ def split_pair(encode: Callable[[str], list[int]], context: str, continuation: s
     return context_ids, whole[len(context_ids):]
 
 
+@contextmanager
+def _evaluating(model: torch.nn.Module):
+    """``model`` in eval mode (no dropout), its own mode restored after."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was_training)
+
+
+def _scored(logprobs: torch.Tensor, target: Sequence[int]) -> tuple[float, bool]:
+    """(summed log-probability of ``target``, whether each was the argmax) from the rows of
+    ``logprobs`` (T, V) that predict it."""
+    target = torch.tensor(list(target))
+    return float(logprobs.gather(1, target[:, None]).sum()), bool((logprobs.argmax(-1) == target).all())
+
+
 class CausalScorer:
     """``loglikelihood`` requests scored by a causal LM whose ``model(input_ids).logits[:, t]``
     predicts token ``t + 1``. ``prefix``: ids read before every context (our GPT: ``[eos]``);
@@ -87,10 +106,8 @@ class CausalScorer:
     @torch.no_grad()
     def loglikelihood_ids(self, pairs: Sequence[tuple[list[int], list[int]]]) -> list[tuple[float, bool]]:
         """(log-likelihood, is greedy) of each (context ids, continuation ids)."""
-        was_training = self.model.training
-        self.model.eval()
         out: list[tuple[float, bool]] = []
-        try:
+        with _evaluating(self.model):
             for start in range(0, len(pairs), self.batch_size):
                 rows = []
                 for context, continuation in pairs[start:start + self.batch_size]:
@@ -111,12 +128,8 @@ class CausalScorer:
                     batch[r, :len(inputs)] = torch.tensor(inputs)
                 logprobs = F.log_softmax(self.model(batch.to(self.device)).logits.float(), dim=-1).cpu()
                 for r, (inputs, continuation) in enumerate(rows):
-                    n = len(continuation)
-                    lp = logprobs[r, len(inputs) - n:len(inputs)]  # the positions predicting the continuation
-                    target = torch.tensor(continuation)
-                    out.append((float(lp.gather(1, target[:, None]).sum()), bool((lp.argmax(-1) == target).all())))
-        finally:
-            self.model.train(was_training)
+                    # the positions predicting the continuation
+                    out.append(_scored(logprobs[r, len(inputs) - len(continuation):len(inputs)], continuation))
         return out
 
     def loglikelihood(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[float, bool]]:
@@ -183,10 +196,9 @@ class Seq2SeqScorer:
     def loglikelihood_ids(self, pairs: Sequence[tuple[list[int], list[int]]]) -> list[tuple[float, bool]]:
         """(log-likelihood, is greedy) of each (context ids, continuation ids); ``eos`` is scored
         after the continuation."""
-        was_training = self.model.training
-        self.model.eval()
         out: list[tuple[float, bool]] = []
-        try:
+        first = len(self.decoder_prefix)
+        with _evaluating(self.model):
             for start in range(0, len(pairs), self.batch_size):
                 rows = []
                 for context, continuation in pairs[start:start + self.batch_size]:
@@ -205,12 +217,7 @@ class Seq2SeqScorer:
                                     decoder_input_ids=dec.to(self.device)).logits
                 logprobs = F.log_softmax(logits.float(), dim=-1).cpu()
                 for r, (_, _, targets) in enumerate(rows):
-                    first = len(self.decoder_prefix)
-                    lp = logprobs[r, first:len(targets)]
-                    target = torch.tensor(targets[first:])
-                    out.append((float(lp.gather(1, target[:, None]).sum()), bool((lp.argmax(-1) == target).all())))
-        finally:
-            self.model.train(was_training)
+                    out.append(_scored(logprobs[r, first:len(targets)], targets[first:]))
         return out
 
     def loglikelihood(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[float, bool]]:
