@@ -114,6 +114,31 @@ class NearDedupConfig(_Strict):
     )
 
 
+class DecontaminateConfig(_Strict):
+    """Training documents that share a run of ``ngram`` words with an evaluation text are removed
+    (cleaning/decontaminate.py): the held-out documents of this corpus, the configured tasks'
+    validation and test examples, and ``texts``."""
+
+    enabled: bool = True
+    ngram: int = Field(13, ge=1, description="words in a shared run that counts as overlap (GPT-3: 13)")
+    min_words: int = Field(8, ge=1, description="a text (or line) shorter than ngram but this long is matched whole; "
+                                                "a shorter one is not checked")
+    mode: Literal["documents", "paragraphs"] = Field(
+        "documents", description="documents: drop an overlapping training document; paragraphs: remove only its "
+                                 "overlapping lines")
+    held_out: bool = Field(True, description="the corpus's own validation and test documents are evaluation texts "
+                                             "(the tasks built from the corpus draw on them)")
+    tasks: bool = Field(True, description="the validation and test examples of finetune.tasks not built from the corpus")
+    texts: list[str] = Field([], description="more evaluation texts: task specs (folders, hf:NAME), .txt files (a text "
+                                             "per line) or .jsonl files (a 'text' field per line)")
+
+    @model_validator(mode="after")
+    def _lengths(self):
+        if self.min_words > self.ngram:
+            raise ValueError(f"min_words ({self.min_words}) must not exceed ngram ({self.ngram})")
+        return self
+
+
 class CleanConfig(_Strict):
     inputs: list[str] = Field(["stdlib"], min_length=1, description="paths, 'stdlib', or 'hf:NAME?config=..&split=..'")
     output: str = "data/clean"
@@ -138,6 +163,7 @@ class CleanConfig(_Strict):
     language: LanguageConfig = LanguageConfig()
     bad_words: BadWordsConfig = BadWordsConfig()
     near_dedup: NearDedupConfig = NearDedupConfig()
+    decontaminate: DecontaminateConfig = DecontaminateConfig()
 
 
 # ----------------------------------------------------------------------------- where the data stages run

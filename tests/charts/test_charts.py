@@ -30,18 +30,34 @@ CLEAN_STATS = {
                          "documents_in": [5, 10, 30, 40, 10, 5], "documents_out": [0, 5, 30, 35, 8, 2]},
     "languages": {"seen": {"en": 85, "de": 8, "fr": 4, "un": 3}, "dropped": {"de": 8, "fr": 4}},
     "near_duplicate_clusters": {"2": 3, "3": 1},
+    "decontamination": {"evaluation_windows": 900, "training_documents_overlapping": 7,
+                        "training_documents_overlapping_after": 0,
+                        "tasks": {"docstring_kind": {"validation": [107, 4, 0], "test": [119, 12, 0]},
+                                  "docstring_qa": {"skipped": "no metadata"}}},
 }
 
 
 def test_clean_charts_from_known_stats():
     drawings = corpus.clean_charts(CLEAN_STATS)
-    assert set(drawings) == {"drops", "lengths", "languages", "near_duplicates"}
+    assert set(drawings) == {"drops", "lengths", "languages", "near_duplicates", "decontamination"}
     sizes = {name: size(draw()) for name, draw in drawings.items()}
     assert sizes["drops"] == (1100, 400)  # two panels, documents and bytes
     assert all(s == (700, 400) for name, s in sizes.items() if name != "drops"), sizes
     # figures the stage did not record (language ID off, no near dedup) draw nothing
-    off = corpus.clean_charts({**CLEAN_STATS, "languages": None, "near_duplicate_clusters": None})
+    off = corpus.clean_charts({**CLEAN_STATS, "languages": None, "near_duplicate_clusters": None,
+                                "decontamination": None})
     assert off["languages"] is None and off["near_duplicates"] is None and off["drops"] is not None
+    assert off["decontamination"] is None
+
+
+def test_the_decontamination_chart_shows_each_split_before_and_after(monkeypatch):
+    figures = drawn_figure(monkeypatch, corpus)
+    corpus.decontamination(CLEAN_STATS)
+    ax = figures[0].axes[0]
+    labels = [t.get_text() for t in ax.texts]
+    assert labels == ["4/107", "12/119", "0/107", "0/119"]  # before per split, then after; the skipped task absent
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["docstring_kind\nvalidation", "docstring_kind\ntest"]
+    assert "7 training documents removed" in ax.get_title()
 
 
 def drawn_figure(monkeypatch, module):

@@ -1,6 +1,7 @@
 """The clean stage's pictures, from its ``stats.json``: what each rule dropped (documents and
 bytes, as waterfalls from what was read to what was kept), document lengths before and after,
-the languages language ID saw and the sizes of the near-duplicate clusters."""
+the languages language ID saw, the sizes of the near-duplicate clusters and the evaluation
+examples decontamination found."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ def clean_charts(stats: dict[str, Any]) -> dict[str, Drawing | None]:
         "lengths": partial(lengths, stats) if (stats.get("length_histogram") or {}).get("documents_out") else None,
         "languages": partial(languages, stats) if stats.get("languages") is not None else None,
         "near_duplicates": partial(near_duplicates, stats) if stats.get("near_duplicate_clusters") is not None else None,
+        "decontamination": partial(decontamination, stats) if stats.get("decontamination") is not None else None,
     }
 
 
@@ -169,5 +171,28 @@ def near_duplicates(stats: dict[str, Any]) -> bytes:
         ax.set_yscale("log")
     dropped = sum((s - 1) * n for s, n in clusters.items())
     ax.set_title(f"Near-duplicate clusters: {sum(clusters.values()):,} clusters, {dropped:,} documents dropped")
+    ax.grid(True, axis="y", alpha=0.3)
+    return png(fig)
+
+
+def decontamination(stats: dict[str, Any]) -> bytes:
+    """Per task and split: the evaluation examples that shared a run of words with a training
+    document before decontamination, and after."""
+    summary = stats["decontamination"]
+    rows = [(f"{t}\n{s}", c) for t, v in summary["tasks"].items() if "skipped" not in v for s, c in v.items()]
+    fig, ax = subplots(figsize=FIGSIZE, layout="constrained")
+    if not rows:
+        empty(ax, "no evaluation task to report on")
+        return png(fig)
+    x = np.arange(len(rows))
+    for offset, i, label, color in ((-0.2, 1, "before", "tab:red"), (0.2, 2, "after", "tab:green")):
+        share = [100 * c[i] / max(c[0], 1) for _, c in rows]
+        bars = ax.bar(x + offset, share, width=0.4, color=color, label=label)
+        ax.bar_label(bars, labels=[f"{c[i]}/{c[0]}" for _, c in rows], fontsize="x-small", padding=2)
+    ax.set_xticks(x, [r[0] for r in rows], fontsize="small")
+    ax.set_ylabel("examples in the training documents (%)")
+    ax.set_ylim(0, max(5.0, 1.2 * max(100 * c[1] / max(c[0], 1) for _, c in rows)))
+    ax.set_title(f"Decontamination: {summary['training_documents_overlapping']:,} training documents removed")
+    ax.legend(fontsize="small")
     ax.grid(True, axis="y", alpha=0.3)
     return png(fig)

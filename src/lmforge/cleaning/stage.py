@@ -21,18 +21,21 @@ import pyarrow.parquet as pq
 
 from .. import __version__
 from ..artifacts import atomic_write_bytes, atomic_write_json, fingerprint, finished, sha256_file, staged_dir
-from ..config import CleanConfig, ExecutorConfig
+from ..config import CleanConfig, ExecutorConfig, SplitConfig
 from ..corpus.document import SCHEMA, CorpusError, Document
 from ..corpus.sources import TOO_LONG, is_uri, resolve_inputs
 from ..corpus.stdlib import CORPUS_VERSION
 from ..executors import open_executor
 from ..executors.base import execution_report, run_phase
+from ..splits import split_of
+from . import decontaminate as dc
 from .dedup.lines import dedup_apply, dedup_map, dedup_reduce
 from .dedup.minhash import cluster_sizes, minhash_map, minhash_reduce, near_duplicates
 from .dedup.urls import normalize_url, url_losers, url_map, url_reduce
 from .filters import build_steps
 from .ingest import ingest
-from .shards import LENGTH_BOUNDS, LengthHistogram, ShardStats, kept_counts, merge_stats, rewrite_shard, shard_name
+from .shards import (LENGTH_BOUNDS, LengthHistogram, ShardStats, kept_counts, merge_stats, read_shard, rewrite_shard,
+                     shard_name)
 
 _PART_BYTES = 32 << 20  # line-dedup partition: about this much text per partition
 _PART_DOCS = 1_000_000  # URL and MinHash partitions: about this many documents each
@@ -76,16 +79,124 @@ def _filter_shard(work: str, shard: int, cfg_json: str, n_url_parts: int) -> boo
     return rewrite_shard(wd, "ingest", "filter", shard, cfg.dropped_samples, decide)
 
 
-def _write_final(work: str, shard: int, source: str, drops: dict[int, int], keep_samples: int) -> bool:
-    """Drop near-duplicates (recording which kept document each duplicates); final schema."""
+def _write_final(work: str, shard: int, source: str, drops: dict[int, int], keep_samples: int,
+                 contaminated: dict[int, list[int]] | None = None, mode: str = "documents") -> bool:
+    """Drop near-duplicates (recording which kept document each duplicates) and the training
+    documents that overlap an evaluation text (``contaminated``: ordinal -> the lines the overlap
+    touches; ``mode``: drop the document, or remove those lines); final schema."""
+    contaminated = contaminated or {}
 
     def decide(doc: Document, o: int, stats: ShardStats) -> str | None:
         if o in drops:
             doc.metadata["duplicate_of_ordinal"] = drops[o]
             return "near_duplicate"
+        lines = contaminated.get(o)
+        if lines is not None:
+            if mode == "documents":
+                return "decontaminated"
+            doc.text = dc.remove_lines(doc.text, set(lines))
+            stats.lines["line:decontaminated"] += len(lines)
+            if not doc.text.strip():
+                return "decontaminated"
         return None
 
     return rewrite_shard(Path(work), source, "final", shard, keep_samples, decide, schema=SCHEMA, adds_metadata_only=True)
+
+
+# ----------------------------------------------------------------------------- decontamination's passes
+
+def _decon_dir(work: str) -> Path:
+    return Path(work) / "decon"
+
+
+def _held_out_windows(work: str, shard: int, source: str, cfg_json: str, split_json: str, skip: list[int]) -> bool:
+    """The windows the shard's validation and test documents register (those not dropped as
+    near-duplicates): the evaluation texts of the tasks built from the corpus."""
+    out = _decon_dir(work) / f"held-{shard_name(shard)}.npz"
+    if out.exists():
+        return False
+    d = CleanConfig.model_validate_json(cfg_json).decontaminate
+    split = SplitConfig.model_validate_json(split_json)
+    docs, ordinals = read_shard(Path(work), source, shard)
+    skipped = set(skip)
+    held = [doc.text for doc, o in zip(docs, ordinals) if o not in skipped and split_of(doc.id, split) != "train"]
+    dc.GramSet(dc.registered(held, d.ngram, d.min_words, dc.WordHashes())).save(out)
+    return True
+
+
+def _scan_training(work: str, shard: int, source: str, split_json: str, skip: list[int], final: bool = False) -> bool:
+    """Scan the shard's training documents for the evaluation windows: the lines each overlap
+    touches (``scan-*.json``) and the windows found (``scan-*.npz``); with ``final``, the
+    published shard, after decontamination (``after-*``)."""
+    d = _decon_dir(work)
+    stem = f"{'after' if final else 'scan'}-{shard_name(shard)}"
+    if (d / f"{stem}.json").exists():
+        return False
+    grams = dc.GramSet.load(d / "evaluation.npz")  # read per unit: a later run may write other texts there
+    split = SplitConfig.model_validate_json(split_json)
+    if final:
+        table = pq.read_table(Path(work) / "final" / f"{shard_name(shard)}.parquet", columns=["id", "text"])
+        docs = list(zip(range(table.num_rows), table.column("id").to_pylist(), table.column("text").to_pylist()))
+    else:
+        read, ordinals = read_shard(Path(work), source, shard)
+        docs = [(o, doc.id, doc.text) for doc, o in zip(read, ordinals)]
+    skipped, word_hashes = set(skip), dc.WordHashes()
+    verdicts, found, scanned = {}, [], 0
+    for o, doc_id, text in docs:
+        if o in skipped or split_of(doc_id, split) != "train":
+            continue
+        scanned += 1
+        verdict = dc.scan(text or "", grams, word_hashes)
+        if verdict is not None:
+            verdicts[str(o)] = sorted(verdict.lines)
+            found.append(verdict.matched)
+    dc.GramSet.union(found).save(d / f"{stem}.npz")
+    atomic_write_json(d / f"{stem}.json", {"scanned": scanned, "verdicts": verdicts})
+    return True
+
+
+def _decontamination_report(cfg: CleanConfig, wd: Path, n_shards: int, evaluation: dc.EvaluationSets,
+                            staged: Path, n_windows: int) -> dict[str, Any]:
+    """How many evaluation texts overlapped the training documents before decontamination and
+    after, by source and by task (read back from what the scans found)."""
+    d, dcfg = wd / "decon", cfg.decontaminate
+
+    def union(stem: str) -> tuple[dc.GramSet, int, int]:
+        found, scanned, overlapping = [], 0, 0
+        for s in range(n_shards):
+            found.append(dc.GramSet.load(d / f"{stem}-{shard_name(s)}.npz").by_length)
+            record = json.loads((d / f"{stem}-{shard_name(s)}.json").read_text(encoding="utf-8"))
+            scanned += record["scanned"]
+            overlapping += len(record["verdicts"])
+        return dc.GramSet.union(found), scanned, overlapping
+
+    before, scanned, overlapping = union("scan")
+    after, scanned_after, overlapping_after = union("after")
+    word_hashes = dc.WordHashes()
+
+    def counts(texts: list[str]) -> dict[str, int]:
+        b = dc.overlap(texts, before, dcfg.ngram, dcfg.min_words, word_hashes)
+        a = dc.overlap(texts, after, dcfg.ngram, dcfg.min_words, word_hashes)
+        return {**b.to_dict(), "overlapping_after": a.overlapping}
+
+    tasks: dict[str, Any] = {}
+    if evaluation.corpus_tasks is not None:
+        for task, splits in evaluation.corpus_tasks(staged).items():
+            # (a reason names the output, not the folder it is staged in)
+            tasks[task] = {"skipped": splits.replace(str(staged), cfg.output)} if isinstance(splits, str) else \
+                {split: counts(texts) for split, texts in splits.items()}
+    for name, texts in evaluation.texts.items():
+        tasks[name] = {"all": counts(texts)}
+    return {
+        "ngram": dcfg.ngram, "min_words": dcfg.min_words, "mode": dcfg.mode, "held_out": dcfg.held_out,
+        "evaluation_windows": n_windows,
+        "training_documents_scanned": scanned, "training_documents_overlapping": overlapping,
+        "after": {"training_documents_scanned": scanned_after, "training_documents_overlapping": overlapping_after},
+        # per task (the corpus's own, built from the output; the others by their spec) and split:
+        # texts, those too short to check, those that overlapped the training documents before
+        # decontamination and after
+        "tasks": tasks,
+    }
 
 
 # ----------------------------------------------------------------------------- the driver
@@ -120,9 +231,11 @@ def _package_versions(selection: bool | list[str]) -> list[list[str]]:
     return out
 
 
-def _fingerprint(cfg: CleanConfig) -> str:
+def _fingerprint(cfg: CleanConfig, evaluation: dc.EvaluationSets | None = None) -> str:
     """Identifies the inputs and parameters: work left by a run with another fingerprint is discarded."""
     items: list[Any] = [cfg.model_dump(mode="json", exclude={"workers", "keep_work", "output"})]
+    if cfg.decontaminate.enabled and evaluation is not None:
+        items.append(evaluation.fingerprint())
     for spec in cfg.inputs:
         p = Path(spec)
         if p.is_file():
@@ -145,14 +258,16 @@ def _fingerprint(cfg: CleanConfig) -> str:
     return fingerprint(*items)
 
 
-def run_clean(cfg: CleanConfig, log: Callable[[str], None] = print, executor: ExecutorConfig | None = None) -> CleanResult:
+def run_clean(cfg: CleanConfig, log: Callable[[str], None] = print, executor: ExecutorConfig | None = None,
+              evaluation: dc.EvaluationSets | None = None) -> CleanResult:
     """Run the clean stage to completion (resuming unfinished work) and return its stats.
     ``executor``: where the units run (default: this machine's process pool); the output is the
-    same on every executor."""
+    same on every executor. ``evaluation``: what ``clean.decontaminate`` removes overlap with
+    (None: nothing; the stage passes the configured tasks and the corpus's held-out split)."""
     t0 = time.perf_counter()
     output = Path(cfg.output)
     wd = work_dir(output)
-    fp = _fingerprint(cfg)
+    fp = _fingerprint(cfg, evaluation)
     prev = None if wd.exists() else finished(output / "stats.json", fp, intact=lambda stats: _outputs_intact(output, stats))
     if prev is not None:
         log(f"clean: {output} is up to date (same inputs and parameters)")
@@ -204,11 +319,38 @@ def run_clean(cfg: CleanConfig, log: Callable[[str], None] = print, executor: Ex
             clusters = cluster_sizes(near_drops)
             log(f"near dedup: {len(near_drops)} near-duplicates")
 
-        (wd / "final").mkdir(exist_ok=True)
         per_shard: list[dict[int, int]] = [{} for _ in range(n_shards)]
         for o, root in near_drops.items():
             per_shard[o // cfg.shard_size][o] = root
-        run_all(_write_final, [(work, s, source, per_shard[s], cfg.dropped_samples) for s in range(n_shards)])
+        contaminated: list[dict[int, list[int]]] = [{} for _ in range(n_shards)]
+        decon = cfg.decontaminate
+        decontaminating = decon.enabled and evaluation is not None
+        n_windows = 0
+        if decontaminating:
+            split_json = evaluation.split.model_dump_json()
+            _decon_dir(work).mkdir(exist_ok=True)
+            parts = [dc.registered(texts, decon.ngram, decon.min_words, dc.WordHashes())
+                     for texts in evaluation.texts.values()]
+            if decon.held_out:
+                run_all(_held_out_windows, [(work, s, source, cfg_json, split_json, sorted(per_shard[s]))
+                                            for s in range(n_shards)])
+                parts += [dc.GramSet.load(_decon_dir(work) / f"held-{shard_name(s)}.npz").by_length
+                          for s in range(n_shards)]
+            registered = dc.GramSet.union(parts)
+            registered.save(_decon_dir(work) / "evaluation.npz")
+            n_windows = len(registered)
+            run_all(_scan_training, [(work, s, source, split_json, sorted(per_shard[s])) for s in range(n_shards)])
+            for s in range(n_shards):
+                verdicts = json.loads((_decon_dir(work) / f"scan-{shard_name(s)}.json").read_text(encoding="utf-8"))
+                contaminated[s] = {int(o): lines for o, lines in verdicts["verdicts"].items()}
+            log(f"decontamination: {sum(map(len, contaminated))} training documents overlap the {n_windows} "
+                f"windows of the evaluation texts ({decon.ngram} words)")
+
+        (wd / "final").mkdir(exist_ok=True)
+        run_all(_write_final, [(work, s, source, per_shard[s], cfg.dropped_samples, contaminated[s], decon.mode)
+                               for s in range(n_shards)])
+        if decontaminating:  # what is left: read back, not assumed
+            run_all(_scan_training, [(work, s, "final", split_json, [], True) for s in range(n_shards)])
 
         # Publish: the shards, stats.json, the dropped samples and the charts go into a staged
         # folder that replaces the output whole; then the work folder (beside the output) goes,
@@ -216,7 +358,11 @@ def run_clean(cfg: CleanConfig, log: Callable[[str], None] = print, executor: Ex
         with staged_dir(output) as staged:
             for s in range(n_shards):
                 os.replace(wd / "final" / f"{shard_name(s)}.parquet", staged / f"{shard_name(s)}.parquet")
-            stats = _final_stats(cfg, wd, staged, manifest, n_shards, source, fp, clusters)
+            report = None
+            if decontaminating:
+                report = _decontamination_report(cfg, wd, n_shards, evaluation, staged, n_windows)
+                atomic_write_json(staged / "decontamination.json", report)
+            stats = _final_stats(cfg, wd, staged, manifest, n_shards, source, fp, clusters, report)
             # the pictures of stats.json, drawn side by side by the workers (imported here: the
             # pool's workers import this module)
             from ..charts import write_chart
@@ -255,8 +401,20 @@ def _outputs_intact(output: Path, stats: dict[str, Any]) -> bool:
     return bool(stats.get("shards"))
 
 
+def _decontamination_summary(report: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Per task and split: (examples, overlapping before, overlapping after)."""
+    if report is None:
+        return None
+    tasks = {t: v if "skipped" in v else {s: [c["texts"], c["overlapping"], c["overlapping_after"]] for s, c in v.items()}
+             for t, v in report["tasks"].items()}
+    return {"evaluation_windows": report["evaluation_windows"],
+            "training_documents_overlapping": report["training_documents_overlapping"],
+            "training_documents_overlapping_after": report["after"]["training_documents_overlapping"],
+            "tasks": tasks}
+
+
 def _final_stats(cfg, wd: Path, output: Path, manifest, n_shards: int, source: str, fp: str,
-                 clusters: dict[int, int] | None) -> dict[str, Any]:
+                 clusters: dict[int, int] | None, decontamination: dict[str, Any] | None = None) -> dict[str, Any]:
     phase_dirs = ["filter"] + (["dedup"] if source == "dedup" else []) + ["final"]
     paths = []
     for d in phase_dirs:
@@ -297,6 +455,8 @@ def _final_stats(cfg, wd: Path, output: Path, manifest, n_shards: int, source: s
                       "dropped": dict(merged.languages_dropped.most_common())} if cfg.language.enabled else None,
         # near-duplicate clusters (a kept document and its dropped near-copies): size -> clusters
         "near_duplicate_clusters": {str(k): v for k, v in clusters.items()} if clusters is not None else None,
+        # evaluation texts against the training documents (decontamination.json holds the whole report)
+        "decontamination": _decontamination_summary(decontamination),
         "inputs": manifest["inputs"],
         "shards": shards,
         "fingerprint": fp,

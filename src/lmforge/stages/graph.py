@@ -226,12 +226,19 @@ def build_stages(params: Params | None = None, root: str | os.PathLike = ".", pa
     # ------------------------------------------------------------------ corpus
     clean_out = rel.output(layout.clean_dir(params), "clean.output")
     local_inputs = [rel(i) for i in params.clean.inputs if i != "stdlib" and not i.startswith("hf:")]
+    clean_params: tuple[str, ...] = ("clean",)
+    decon = params.clean.decontaminate
+    if decon.enabled:  # the evaluation texts: the held-out split, the tasks, the listed files and folders
+        clean_params += ("split", "finetune.tasks")
+        evaluation = [*(params.finetune.tasks if decon.tasks else []), *decon.texts]
+        local_inputs += [rel(t) for t in evaluation if t not in CORPUS_TASKS and not t.startswith("hf:")]
     add(Stage(
         name="clean", kind="clean",
-        description="The C4 rules, language ID, bad-words filter, line and near-duplicate dedup over clean.inputs; "
-                    "Parquet shards, stats.json (counts, drop reasons) and samples of dropped documents.",
-        command=("clean",), upstream=(), deps=tuple(local_inputs),
-        params=("clean",), outputs=(Output(clean_out), Output(rel(metrics_path(clean_out)), kind="metrics")),
+        description="The C4 rules, language ID, bad-words filter, line and near-duplicate dedup over clean.inputs, "
+                    "then decontamination against the evaluation texts; Parquet shards, stats.json (counts, drop "
+                    "reasons), decontamination.json and samples of dropped documents.",
+        command=("clean",), upstream=(), deps=tuple(dict.fromkeys(local_inputs)),
+        params=clean_params, outputs=(Output(clean_out), Output(rel(metrics_path(clean_out)), kind="metrics")),
     ))
 
     # ------------------------------------------------------------------ tokenizers and token stores

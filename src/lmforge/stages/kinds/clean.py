@@ -8,10 +8,27 @@ from ...config import Params
 from ..kind import CheckOutcome, CheckSpec, StageKind, Table, charts, read_record, read_json_or_empty
 
 
+def evaluation_sets(params: Params):
+    """What decontamination removes overlap with: the held-out split, the configured tasks'
+    evaluation examples (those not built from the corpus, with ``decontaminate.tasks``) and
+    ``decontaminate.texts``; the corpus's own tasks are rebuilt from the output for the report."""
+    from functools import partial
+
+    from ...cleaning.decontaminate import EvaluationSets
+    from ...finetuning.tasks.evaluation_texts import corpus_task_texts, external_texts
+
+    d = params.clean.decontaminate
+    configured = params if d.tasks else params.model_copy(
+        update={"finetune": params.finetune.model_copy(update={"tasks": []})})
+    return EvaluationSets(split=params.split, texts=external_texts(configured, d.texts),
+                          corpus_tasks=partial(corpus_task_texts, params))
+
+
 def run(params: Params, stage, log) -> dict:
     from ...cleaning.stage import run_clean
 
-    result = run_clean(params.clean, log=log, executor=params.executor)
+    evaluation = evaluation_sets(params) if params.clean.decontaminate.enabled else None
+    result = run_clean(params.clean, log=log, executor=params.executor, evaluation=evaluation)
     return {"stats": result.stats, "seconds": result.seconds, "skipped": result.skipped, "execution": result.execution}
 
 
@@ -55,7 +72,24 @@ def check(stage, params: Params, out: Path) -> list[CheckOutcome]:
                      f"kept {kept:.1%} (>= {c.clean_min_kept_fraction:.1%}); largest drop reason {worst[0]} removed "
                      f"{worst[1]:.1%} (<= {c.clean_max_reason_fraction:.1%})",
                      metadata={"kept_fraction": kept, **{f"dropped_{r}": v for r, v in sorted(reasons.items())}}),
+        _decontaminated(stats.get("decontamination")),
     ]
+
+
+def _decontaminated(summary: dict | None) -> CheckOutcome:
+    """No evaluation text overlaps a training document that is left (read back from the output)."""
+    if summary is None:
+        return CheckOutcome("decontaminated", True, "decontamination is off (clean.decontaminate.enabled: false)")
+    left = {f"{t}/{s}": c[2] for t, v in summary["tasks"].items() if "skipped" not in v for s, c in v.items() if c[2]}
+    documents = summary["training_documents_overlapping_after"]
+    found = ", ".join(f"{t}: {c[1]} of {c[0]}" for t, v in summary["tasks"].items() if "skipped" not in v
+                      for s, c in v.items() if s != "validation")
+    return CheckOutcome(
+        "decontaminated", documents == 0 and not left,
+        f"{summary['training_documents_overlapping']} training documents overlapped an evaluation text and were "
+        f"removed; {documents} overlap one now" + (f" (before, evaluation examples in the corpus: {found})" if found else ""),
+        metadata={"documents_removed": summary["training_documents_overlapping"], "overlapping_after": documents,
+                  **{f"still_overlapping_{k}": v for k, v in left.items()}})
 
 
 def metadata(stage, params: Params, out: Path) -> dict:
@@ -71,23 +105,36 @@ def metadata(stage, params: Params, out: Path) -> dict:
             (r, d["documents"], f"{d['documents'] / n_in:.1%}")
             for r, d in sorted(s["dropped"].items(), key=lambda kv: -kv[1]["documents"]))),
         "lines_removed": Table(("reason", "lines"), tuple(sorted(s["lines_removed"].items(), key=lambda kv: -kv[1]))),
+        **_decontamination_metadata(s.get("decontamination")),
         **charts(out, CHARTS),
     }
 
 
+def _decontamination_metadata(summary: dict | None) -> dict:
+    if summary is None:
+        return {}
+    rows = tuple((task, split, c[0], c[1], c[2]) for task, v in summary["tasks"].items() if "skipped" not in v
+                 for split, c in v.items())
+    return {"decontamination": Table(("task", "split", "examples", "in the corpus before", "after"), rows),
+            "decontaminated_documents": summary["training_documents_overlapping"]}
+
+
 # the pictures the stage draws (charts/corpus.py): file stem -> what it shows
 CHARTS = {"drops": "documents and bytes removed by each rule", "lengths": "document lengths before and after cleaning",
-          "languages": "languages seen by language ID", "near_duplicates": "near-duplicate cluster sizes"}
+          "languages": "languages seen by language ID", "near_duplicates": "near-duplicate cluster sizes",
+          "decontamination": "evaluation examples found in the training documents, before and after"}
 
 
 KIND = StageKind(
     name="clean", record="stats.json", group="corpus",
-    code=("src/lmforge/cleaning", "src/lmforge/corpus", "src/lmforge/resources"),
+    code=("src/lmforge/cleaning", "src/lmforge/corpus", "src/lmforge/resources", "src/lmforge/finetuning/tasks"),
     tools=frozenset({"python", "parquet"}),
     run=run, summary=summary, check=check, metadata=metadata,
     checks=(
         CheckSpec("not_empty", "the clean corpus keeps at least checks.clean_min_documents documents"),
         CheckSpec("drop_rates", "documents kept / read >= checks.clean_min_kept_fraction, and no single drop reason "
                                 "removes more than checks.clean_max_reason_fraction of the documents read"),
+        CheckSpec("decontaminated", "no training document left shares a clean.decontaminate.ngram-word run with an "
+                                    "evaluation text (the tasks' validation and test examples, the held-out split)"),
     ),
 )
