@@ -32,7 +32,7 @@ from .dedup.minhash import cluster_sizes, minhash_map, minhash_reduce, near_dupl
 from .dedup.urls import normalize_url, url_losers, url_map, url_reduce
 from .filters import build_steps
 from .ingest import ingest
-from .shards import LENGTH_BOUNDS, LengthHistogram, ShardStats, kept_counts, merge_stats, rewrite_shard, shard_name
+from .shards import LENGTH_BOUNDS, LengthHistogram, ShardStats, kept_counts, merge_stats, rewrite_shard, shard_name, source_counts
 
 _PART_BYTES = 32 << 20  # line-dedup partition: about this much text per partition
 _PART_DOCS = 1_000_000  # URL and MinHash partitions: about this many documents each
@@ -265,11 +265,17 @@ def _final_stats(cfg, wd: Path, output: Path, manifest, n_shards: int, source: s
     docs_out = bytes_out = 0
     lengths_out = LengthHistogram()
     shards = {}
+    sources: dict[str, dict[str, int]] = {}
     for s in range(n_shards):  # counted and checksummed where each shard was written
         name = f"{shard_name(s)}.parquet"
         kept = json.loads((wd / "final" / f"{shard_name(s)}.stats.json").read_text(encoding="utf-8")).get("kept")
-        if kept is None:  # work left by an earlier version
-            kept = kept_counts(pq.read_table(output / name, columns=["text"]))
+        if kept is None or "sources" not in kept:  # work left by an earlier version
+            table = pq.read_table(output / name, columns=["text", "source"])
+            kept = {**kept_counts(table), "sources": source_counts(table)}
+        for src, n in kept["sources"].items():
+            into = sources.setdefault(src, {"documents": 0, "bytes": 0})
+            into["documents"] += n["documents"]
+            into["bytes"] += n["bytes"]
         docs_out += kept["documents"]
         bytes_out += kept["bytes"]
         lengths_out.add_counts(kept["lengths"])
@@ -298,6 +304,8 @@ def _final_stats(cfg, wd: Path, output: Path, manifest, n_shards: int, source: s
         # near-duplicate clusters (a kept document and its dropped near-copies): size -> clusters
         "near_duplicate_clusters": {str(k): v for k, v in clusters.items()} if clusters is not None else None,
         "inputs": manifest["inputs"],
+        # the kept documents by their source: the names tokenize.mixture weights
+        "sources": dict(sorted(sources.items())),
         "shards": shards,
         "fingerprint": fp,
         "params": cfg.model_dump(mode="json", exclude={"workers", "keep_work"}),
