@@ -43,5 +43,5 @@ def shares(kind: str, mixture: dict[str, dict[str, Any]]) -> bytes:
     total = sum(e["tokens_after"] for e in mixture.values())
     ax.set_title(f"{kind} token store: train split by source ({total:,} tokens after weighting)")
     ax.grid(True, axis="x", alpha=0.3)
-    ax.legend(fontsize="small", loc="lower right")
+    fig.legend(fontsize="small", loc="outside lower center", ncols=3)
     return png(fig)
