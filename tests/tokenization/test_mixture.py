@@ -123,7 +123,11 @@ def test_weight_two_doubles_a_source_exactly_and_leaves_validation_and_test_alon
     plain_train = project.plain.split("train")
     n = len(plain_train.tokens)
     assert np.array_equal(store.split("train").tokens[:n], plain_train.tokens)
-    assert any("train split by source" in line for line in logs)
+    assert any("tokenize.mixture sampled and wrote the train split" in line for line in logs)
+    summary = store.summary().splitlines()
+    assert summary[4].startswith("  train split by source (tokenize.mixture")
+    row = next(line for line in summary if line.strip().startswith("alpha"))
+    assert row.split()[1:6] == ["2", "-", f"{docs0['alpha']:,}", f"{docs['alpha']:,}", f"{tokens0['alpha']:,}"]
 
 
 def test_half_a_source_is_a_deterministic_half_of_its_documents(project):

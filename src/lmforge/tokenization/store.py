@@ -316,7 +316,7 @@ def build_store(params: Params, kind: str, log: Callable[[str], None] = print,
             write_charts(tmp, mixture_charts(kind, mixture), log)
     shutil.rmtree(work, ignore_errors=True)
     if mixture is not None:
-        log(format_mixture(kind, mixture) + f"\n  (sampling and writing the train split took {mix_seconds:.2f}s)")
+        log(f"token store {kind}: tokenize.mixture sampled and wrote the train split in {mix_seconds:.2f}s")
     manifest["execution"] = execution  # for the caller (Dagster's metadata); not in the file
     total = sum(v["tokens"] for v in manifest["splits"].values())
     log(f"token store {kind}: {total:,} tokens; encoded {n_bytes / 1e6:.1f} MB in {seconds:.1f}s "
@@ -324,9 +324,9 @@ def build_store(params: Params, kind: str, log: Callable[[str], None] = print,
     return manifest
 
 
-def format_mixture(kind: str, mixture: dict[str, dict[str, Any]]) -> str:
+def format_mixture(mixture: dict[str, dict[str, Any]]) -> str:
     """The mixture's report as a table: per source, the train split before and after weighting."""
-    lines = [f"token store {kind}: train split by source (tokenize.mixture)",
+    lines = ["  train split by source (tokenize.mixture; validation and test as they are):",
              f"  {'source':28s} {'weight':>7s} {'max_tokens':>11s} {'docs before':>12s} {'docs after':>11s} "
              f"{'tokens before':>14s} {'tokens after':>13s} {'share before':>13s} {'target':>7s} {'realised':>9s}"]
     for name, e in mixture.items():
@@ -417,4 +417,6 @@ class TokenStore:
         lines = [f"token store {m['kind']} at {self.path}: {total:,} tokens, vocab {m['vocab_size']}, dtype {m['dtype']}"]
         for name, s in m["splits"].items():
             lines.append(f"  {name:10s} {s['documents']:8,} documents {s['tokens']:12,} tokens")
+        if m.get("mixture"):
+            lines.append(format_mixture(m["mixture"]["sources"]))
         return "\n".join(lines)
