@@ -130,6 +130,21 @@ def test_weight_two_doubles_a_source_exactly_and_leaves_validation_and_test_alon
     assert row.split()[1:6] == ["2", "-", f"{docs0['alpha']:,}", f"{docs['alpha']:,}", f"{tokens0['alpha']:,}"]
 
 
+def test_an_objective_reads_a_weighted_store(project):
+    from lmforge.datasets.open import ObjectiveDataset, open_objective
+
+    store, _ = project.build("double", {"alpha": {"weight": 2}})
+    sizes = {}
+    for name in ("plain", "double"):
+        params = project.params(name, {"alpha": {"weight": 2}} if name == "double" else None)
+        data = ObjectiveDataset(open_objective(params, "clm"), seed=0)
+        sizes[name] = len(data)
+        assert data[len(data) - 1]["input_ids"].size > 0
+    blocks = sizes["double"] / sizes["plain"]
+    assert blocks == pytest.approx(store.manifest["splits"]["train"]["tokens"]
+                                   / project.plain.manifest["splits"]["train"]["tokens"], rel=0.05)
+
+
 def test_half_a_source_is_a_deterministic_half_of_its_documents(project):
     a, _ = project.build("half", {"alpha": {"weight": 0.5}})
     b, _ = project.build("half-again", {"alpha": {"weight": 0.5}})

@@ -135,8 +135,8 @@ _TOKENIZERS: dict[str, Tokenizer] = {}
 
 
 def encode_shard(shard: str, tokenizer: str, tokenizer_sha: str, part: str, split_json: str, batch_size: int) -> int | None:
-    """Encode one clean shard into ``part/<split>/`` (tokens, flags, each document's length, ids);
-    returns the shard's bytes of text, or None when the part was already done. Run by the
+    """Encode one clean shard into ``part/<split>/`` (tokens, flags, each document's length, id and
+    source); returns the shard's bytes of text, or None when the part was already done. Run by the
     executor (this process, a process pool or a Ray task), so only paths and JSON go in; the
     tokenizer's checksum keys the process's cached tokenizer (one retrained at the same path is
     loaded again)."""
@@ -200,8 +200,7 @@ def corpus_sources(shards: list[Path]) -> list[str]:
     return sorted(found)
 
 
-def _mixed_train(writer: _SplitWriter, parts: list[Path], params: Params, dtype: np.dtype,
-                 log: Callable[[str], None]) -> dict[str, Any]:
+def _mixed_train(writer: _SplitWriter, parts: list[Path], params: Params, dtype: np.dtype) -> dict[str, Any]:
     """Write the train split with ``tokenize.mixture``'s copies, pass by pass (``mixture.py``);
     the mixture's report."""
     from .mixture import plan
@@ -287,7 +286,7 @@ def build_store(params: Params, kind: str, log: Callable[[str], None] = print,
                     writer.append_part(work / sh.stem / name)
         if weighted:
             t_mix = time.perf_counter()
-            mixture = _mixed_train(writers["train"], [work / sh.stem for sh in shards], params, dtype, log)
+            mixture = _mixed_train(writers["train"], [work / sh.stem for sh in shards], params, dtype)
             mix_seconds = time.perf_counter() - t_mix
         seconds = time.perf_counter() - t0
         manifest = {
