@@ -307,10 +307,38 @@ class TokenizerConfig(_Strict):
     char: CharConfig = CharConfig()
 
 
+class MixtureRule(_Strict):
+    """How much of one source the token store's train split takes (``tokenize.mixture``): every
+    document ``floor(weight)`` times and a deterministic ``weight - floor(weight)`` of them once
+    more, then at most ``max_tokens`` tokens of those copies."""
+
+    weight: float = Field(1.0, ge=0.0, le=1000.0, description="copies per document: 2.5 = each twice and half of them a third time; 0.3 = 30% of them")
+    max_tokens: int | None = Field(None, ge=1, description="the source's train tokens at most (documents in a deterministic order until the cap); null: no cap")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _says_something(cls, data: Any) -> Any:
+        if isinstance(data, dict) and not data:
+            raise ValueError("give weight and/or max_tokens")
+        return data
+
+
 class TokenizeConfig(_Strict):
     output: str = "data/tokens"
     kinds: list[TokenizerKind] | None = Field(None, description="null: every kind in tokenizer.kinds")
     batch_size: int = Field(1000, ge=1, description="documents encoded per batch (bounds memory)")
+    mixture: dict[str, MixtureRule] = Field(
+        default_factory=dict, description="source (as the clean stage records it, or a folder of them) -> its weight "
+                                          "and/or max_tokens in the train split; {}: every document once")
+    mixture_seed: int = Field(0, ge=0, description="which documents a fractional weight or a cap takes")
+
+    @field_validator("mixture")
+    @classmethod
+    def _named_sources(cls, value: dict[str, MixtureRule]) -> dict[str, MixtureRule]:
+        for name in value:
+            if not name.strip() or name != name.strip():
+                raise ValueError(f"{name!r}: a source name, without surrounding spaces")
+        return value
 
 
 def _objective_config(name: str):

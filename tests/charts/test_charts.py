@@ -10,7 +10,7 @@ import struct
 import pytest
 from PIL import Image
 
-from lmforge.charts import corpus, datasets, training, tokenizers, write_charts
+from lmforge.charts import corpus, datasets, mixture, training, tokenizers, write_charts
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -101,6 +101,22 @@ def test_tokenizer_charts():
     drawings = tokenizers.tokenizer_charts(metrics)
     assert {name: size(draw()) for name, draw in drawings.items()} == {"fertility": (700, 400), "token_lengths": (700, 400)}
     assert tokenizers.tokenizer_charts({"kind": "bpe"}) == {"fertility": None, "token_lengths": None}
+
+
+def test_mixture_chart_draws_each_sources_three_shares(monkeypatch):
+    sources = {"stdlib": {"weight": 2.0, "max_tokens": None, "tokens_after": 400, "share_before": 0.25,
+                          "target_share": 0.5, "realised_share": 0.49},
+               "site-packages": {"weight": 1.0, "max_tokens": 400, "tokens_after": 410, "share_before": 0.75,
+                                 "target_share": 0.5, "realised_share": 0.51}}
+    drawings = mixture.mixture_charts("bpe", sources)
+    assert size(drawings["mixture"]()) == (800, 260)
+    assert mixture.mixture_charts("bpe", {}) == {"mixture": None}
+    figures = drawn_figure(monkeypatch, mixture)
+    mixture.shares("bpe", sources)
+    (ax,) = figures[0].axes
+    # the larger source after weighting first: before, target, realised for each
+    assert [round(p.get_width(), 2) for p in ax.patches] == [0.75, 0.25, 0.5, 0.5, 0.51, 0.49]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["site-packages\n(x1, cap 400)", "stdlib\n(x2)"]
 
 
 def test_dataset_noise_chart_draws_the_configured_values(monkeypatch):

@@ -187,6 +187,32 @@ def test_stats_and_outputs(tmp_path):
     assert s["near_duplicate_clusters"] == {}
 
 
+def test_stats_list_the_kept_documents_by_source(tmp_path):
+    """The names tokenize.mixture weights: each kept document's source, counted in stats.json and printed."""
+    from types import SimpleNamespace
+
+    from lmforge.stages.kinds.clean import summary
+
+    rng = random.Random(8)
+    web = write_jsonl(tmp_path / "web.jsonl", [{"id": f"w{i}", "text": page(rng)} for i in range(9)]
+                      + [{"id": "short", "text": "Just one sentence here, nothing more to say."}])
+    books = tmp_path / "books"
+    books.mkdir()
+    for i in range(4):
+        (books / f"b{i}.txt").write_text(page(rng), encoding="utf-8")
+    result, rows, _ = clean(tmp_path, [web, str(books)], shard_size=4)
+    expected = {}
+    for r in rows:
+        e = expected.setdefault(r["source"], {"documents": 0, "bytes": 0})
+        e["documents"] += 1
+        e["bytes"] += len(r["text"].encode())
+    assert result.stats["sources"] == expected
+    assert sorted(expected) == sorted([web] + [str(books / f"b{i}.txt") for i in range(4)])
+    assert expected[web]["documents"] == 9  # the short one dropped
+    text = summary(None, {"stats": result.stats, "seconds": 0.0, "skipped": False})
+    assert f"    {web:32s}        9" in text
+
+
 def test_parallel_and_serial_runs_are_byte_identical_and_rerun_is_up_to_date(tmp_path):
     rng = random.Random(6)
     docs = [{"id": f"d{i}", "text": page(rng)} for i in range(60)]

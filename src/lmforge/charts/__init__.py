@@ -7,6 +7,8 @@ history) so that it can be tested without running anything:
 - ``charts.corpus``: the clean stage (documents and bytes dropped per rule, document lengths
   before and after, languages seen, near-duplicate cluster sizes);
 - ``charts.tokenizers``: a tokenizer's fertility and its vocabulary's token lengths;
+- ``charts.mixture``: a token store's sources in its train split, before weighting, the target
+  and realised shares (``tokenize.mixture``);
 - ``charts.datasets``: an objective's realised mask / noise rate and span lengths against the
   configured ones, and its input lengths;
 - ``charts.training``: a run's loss (with the unigram baseline), learning rate and tokens per

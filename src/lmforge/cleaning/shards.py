@@ -156,6 +156,16 @@ def kept_counts(table: pa.Table) -> dict[str, Any]:
     return {"documents": table.num_rows, "bytes": int(sizes.sum()), "lengths": lengths.to_list()}
 
 
+def source_counts(table: pa.Table) -> dict[str, dict[str, int]]:
+    """A shard's documents and bytes of text per ``source`` (the names ``tokenize.mixture`` weights)."""
+    if not table.num_rows:
+        return {}
+    sizes = pa.table({"source": pc.fill_null(table.column("source"), ""), "bytes": pc.binary_length(table.column("text"))})
+    grouped = sizes.group_by("source").aggregate([("bytes", "count"), ("bytes", "sum")]).to_pydict()
+    return {s: {"documents": int(n), "bytes": int(b)}
+            for s, n, b in sorted(zip(grouped["source"], grouped["bytes_count"], grouped["bytes_sum"]))}
+
+
 Decide = Callable[[Document, int, ShardStats], "str | None"]
 
 
@@ -201,6 +211,6 @@ def rewrite_shard(wd: Path, src: str, dst: str, shard: int, keep_samples: int, d
     table = docs_to_table(kept, kept_ord, schema, kept_meta)
     write_parquet(out, table)
     stats_path = out.with_suffix(".stats.json")
-    atomic_write_json(stats_path, {**stats.to_dict(), "kept": kept_counts(table)})
+    atomic_write_json(stats_path, {**stats.to_dict(), "kept": {**kept_counts(table), "sources": source_counts(table)}})
     mark_done([out, stats_path], marker)
     return True

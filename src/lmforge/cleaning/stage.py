@@ -35,7 +35,7 @@ from .dedup.urls import normalize_url, url_losers, url_map, url_reduce
 from .filters import build_steps
 from .ingest import ingest
 from .shards import (LENGTH_BOUNDS, LengthHistogram, ShardStats, kept_counts, merge_stats, read_shard, rewrite_shard,
-                     shard_name)
+                     shard_name, source_counts)
 
 _PART_BYTES = 32 << 20  # line-dedup partition: about this much text per partition
 _PART_DOCS = 1_000_000  # URL and MinHash partitions: about this many documents each
@@ -423,11 +423,17 @@ def _final_stats(cfg, wd: Path, output: Path, manifest, n_shards: int, source: s
     docs_out = bytes_out = 0
     lengths_out = LengthHistogram()
     shards = {}
+    sources: dict[str, dict[str, int]] = {}
     for s in range(n_shards):  # counted and checksummed where each shard was written
         name = f"{shard_name(s)}.parquet"
         kept = json.loads((wd / "final" / f"{shard_name(s)}.stats.json").read_text(encoding="utf-8")).get("kept")
-        if kept is None:  # work left by an earlier version
-            kept = kept_counts(pq.read_table(output / name, columns=["text"]))
+        if kept is None or "sources" not in kept:  # work left by an earlier version
+            table = pq.read_table(output / name, columns=["text", "source"])
+            kept = {**kept_counts(table), "sources": source_counts(table)}
+        for src, n in kept["sources"].items():
+            into = sources.setdefault(src, {"documents": 0, "bytes": 0})
+            into["documents"] += n["documents"]
+            into["bytes"] += n["bytes"]
         docs_out += kept["documents"]
         bytes_out += kept["bytes"]
         lengths_out.add_counts(kept["lengths"])
@@ -458,6 +464,8 @@ def _final_stats(cfg, wd: Path, output: Path, manifest, n_shards: int, source: s
         # evaluation texts against the training documents (decontamination.json holds the whole report)
         "decontamination": _decontamination_summary(decontamination),
         "inputs": manifest["inputs"],
+        # the kept documents by their source: the names tokenize.mixture weights
+        "sources": dict(sorted(sources.items())),
         "shards": shards,
         "fingerprint": fp,
         "params": cfg.model_dump(mode="json", exclude={"workers", "keep_work"}),

@@ -271,7 +271,7 @@ def build_stages(params: Params | None = None, root: str | os.PathLike = ".", pa
             description=f"The clean corpus encoded with the {kind} tokenizer: memory-mapped token stores per split.",
             command=("tokenize", "--kind", kind), upstream=("clean", f"tokenizer_{kind}"),
             deps=(corpus, rel(layout.tokenizer_dir(params, kind))),
-            params=("tokenize.batch_size", "split"),
+            params=("tokenize.batch_size", "tokenize.mixture", "tokenize.mixture_seed", "split"),
             outputs=(Output(rel.output(layout.token_store_dir(params, kind), "tokenize.output")),
                      Output(rel(metrics_path(layout.token_store_dir(params, kind))), kind="metrics")), key={"kind": kind},
         ))

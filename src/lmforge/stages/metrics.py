@@ -47,8 +47,14 @@ def _tokenizer(out: Path) -> dict:
 
 
 def _tokens(out: Path) -> dict:
-    splits = (read_json(out / "manifest.json") or {}).get("splits") or {}
-    return _numbers({split: {k: s[k] for k in ("documents", "tokens") if k in s} for split, s in splits.items()})
+    manifest = read_json(out / "manifest.json") or {}
+    m: dict[str, Any] = {split: {k: s[k] for k in ("documents", "tokens") if k in s}
+                         for split, s in (manifest.get("splits") or {}).items()}
+    mixture = (manifest.get("mixture") or {}).get("sources")
+    if mixture:  # tokenize.mixture: each source's train tokens after weighting and its shares
+        m["mixture"] = {name: {k: e[k] for k in ("tokens_after", "target_share", "realised_share")}
+                        for name, e in mixture.items()}
+    return _numbers(m)
 
 
 def _dataset(out: Path) -> dict:

@@ -7,6 +7,10 @@ Layout of ``<output>/<kind>/``::
     <split>/flags.bin             uint8 per token: the bits of ``lmforge.token_flags``
     <split>/doc_offsets.bin       int64, documents + 1 entries: document d is tokens[off[d]:off[d+1]]
     <split>/doc_ids.jsonl         one JSON string per document, in order
+    mixture.png                   with ``tokenize.mixture``: each source's share of the train tokens
+
+With ``tokenize.mixture`` the train split holds each source's documents as often as its weight
+says (``tokenization/mixture.py``); the manifest's ``mixture`` has what each source got.
 
 Word starts come from the tokenizer's word ids, sentence starts from the tokens' character
 offsets and the sentence splitter, never from a spelling such as WordPiece's ``##``.
@@ -93,13 +97,23 @@ class _SplitWriter:
         self.hashes[name].update(data)
         self.sizes[name] += len(data)
 
-    def append_part(self, part: Path) -> None:
-        """Append one shard's encoded documents (written by ``encode_shard``), in order."""
+    def append_part(self, part: Path, select: np.ndarray | None = None, dtype: np.dtype | None = None) -> None:
+        """Append one shard's encoded documents (written by ``encode_shard``), in order; with
+        ``select`` (a boolean per document; then ``dtype`` is the tokens'), only those."""
         lengths = np.load(part / "lengths.npy")
-        self._write("tokens.bin", (part / "tokens.bin").read_bytes())
-        self._write("flags.bin", (part / "flags.bin").read_bytes())
+        if select is None or select.all():
+            self._write("tokens.bin", (part / "tokens.bin").read_bytes())
+            self._write("flags.bin", (part / "flags.bin").read_bytes())
+            ids = (part / "doc_ids.jsonl").read_bytes()
+        else:
+            per_token = np.repeat(select, lengths)
+            self._write("tokens.bin", np.fromfile(part / "tokens.bin", dtype=dtype)[per_token].tobytes())
+            self._write("flags.bin", np.fromfile(part / "flags.bin", dtype=np.uint8)[per_token].tobytes())
+            lines = (part / "doc_ids.jsonl").read_bytes().splitlines(keepends=True)
+            ids = b"".join(line for line, keep in zip(lines, select) if keep)
+            lengths = lengths[select]
         self._write("doc_offsets.bin", (self.tokens + np.cumsum(lengths, dtype=np.int64)).tobytes())
-        self._write("doc_ids.jsonl", (part / "doc_ids.jsonl").read_bytes())
+        self._write("doc_ids.jsonl", ids)
         self.tokens += int(lengths.sum())
         self.documents += len(lengths)
 
@@ -121,14 +135,14 @@ _TOKENIZERS: dict[str, Tokenizer] = {}
 
 
 def encode_shard(shard: str, tokenizer: str, tokenizer_sha: str, part: str, split_json: str, batch_size: int) -> int | None:
-    """Encode one clean shard into ``part/<split>/`` (tokens, flags, each document's length, ids);
-    returns the shard's bytes of text, or None when the part was already done. Run by the
+    """Encode one clean shard into ``part/<split>/`` (tokens, flags, each document's length, id and
+    source); returns the shard's bytes of text, or None when the part was already done. Run by the
     executor (this process, a process pool or a Ray task), so only paths and JSON go in; the
     tokenizer's checksum keys the process's cached tokenizer (one retrained at the same path is
     loaded again)."""
     out = Path(part)
     marker = out / "part.done"
-    if is_done(marker):
+    if is_done(marker) and (out / SPLITS[0] / "sources.jsonl").exists():  # (a part of an older version has none)
         return None
     source = pq.ParquetFile(shard)
     if tokenizer_sha not in _TOKENIZERS:
@@ -140,24 +154,26 @@ def encode_shard(shard: str, tokenizer: str, tokenizer_sha: str, part: str, spli
     tok = _TOKENIZERS[tokenizer_sha]
     dtype = token_dtype(tok.get_vocab_size())
     split_cfg = SplitConfig.model_validate_json(split_json)
-    parts = {name: {"tokens": [], "flags": [], "lengths": [], "ids": []} for name in SPLITS}
+    parts = {name: {"tokens": [], "flags": [], "lengths": [], "ids": [], "sources": []} for name in SPLITS}
     n_bytes = 0
-    for batch in source.iter_batches(batch_size=batch_size, columns=["id", "text"]):
+    for batch in source.iter_batches(batch_size=batch_size, columns=["id", "text", "source"]):
         ids, texts = batch.column("id").to_pylist(), batch.column("text").to_pylist()
         encs = tok.encode_batch(texts, add_special_tokens=False)
-        for doc_id, text, enc in zip(ids, texts, encs):
+        for doc_id, text, enc, src in zip(ids, texts, encs, batch.column("source").to_pylist()):
             p = parts[split_of(doc_id, split_cfg)]
             p["tokens"].append(np.asarray(enc.ids, dtype=dtype).tobytes())
             p["flags"].append(token_flags(enc, text).tobytes())
             p["lengths"].append(len(enc.ids))
             p["ids"].append(json.dumps(doc_id, ensure_ascii=False) + "\n")
+            p["sources"].append(json.dumps(src or "", ensure_ascii=False) + "\n")  # what tokenize.mixture weights by
             n_bytes += len(text.encode("utf-8"))
     written = []
     for name, p in parts.items():
         d = out / name
         written += [atomic_write_bytes(d / "tokens.bin", b"".join(p["tokens"])),
                     atomic_write_bytes(d / "flags.bin", b"".join(p["flags"])),
-                    atomic_write_bytes(d / "doc_ids.jsonl", "".join(p["ids"]).encode("utf-8"))]
+                    atomic_write_bytes(d / "doc_ids.jsonl", "".join(p["ids"]).encode("utf-8")),
+                    atomic_write_bytes(d / "sources.jsonl", "".join(p["sources"]).encode("utf-8"))]
         save_npy(d / "lengths.npy", np.asarray(p["lengths"], dtype=np.int64))
         written.append(d / "lengths.npy")
     atomic_write_json(marker, {"outputs": {str(w.relative_to(out)): sha256_file(w) for w in written}, "bytes": n_bytes})
@@ -165,8 +181,49 @@ def encode_shard(shard: str, tokenizer: str, tokenizer_sha: str, part: str, spli
 
 
 def _fingerprint(params: Params, kind: str, tok_sha: str) -> str:
-    """The tokenizer's checksum, the clean corpus's shard checksums and the split."""
-    return fingerprint(kind, tok_sha, clean_shards(params), params.split.model_dump(mode="json"))
+    """The tokenizer's checksum, the clean corpus's shard checksums, the split and the mixture
+    (when there is one: a store without one keeps the fingerprint it always had)."""
+    parts: list[Any] = [kind, tok_sha, clean_shards(params), params.split.model_dump(mode="json")]
+    if params.tokenize.mixture:
+        parts.append({"mixture": {k: v.model_dump(mode="json") for k, v in sorted(params.tokenize.mixture.items())},
+                      "seed": params.tokenize.mixture_seed})
+    return fingerprint(*parts)
+
+
+def corpus_sources(shards: list[Path]) -> list[str]:
+    """The sources the clean shards' documents came from (their ``source`` column), sorted."""
+    import pyarrow.compute as pc
+
+    found: set[str] = set()
+    for shard in shards:
+        found.update(s or "" for s in pc.unique(pq.read_table(shard, columns=["source"]).column("source")).to_pylist())
+    return sorted(found)
+
+
+def _mixed_train(writer: _SplitWriter, parts: list[Path], params: Params, dtype: np.dtype) -> dict[str, Any]:
+    """Write the train split with ``tokenize.mixture``'s copies, pass by pass (``mixture.py``);
+    the mixture's report."""
+    from .mixture import plan
+
+    ids: list[str] = []
+    sources: list[str] = []
+    lengths = []
+    for part in parts:
+        d = part / "train"
+        ids += [json.loads(line) for line in (d / "doc_ids.jsonl").read_text(encoding="utf-8").splitlines()]
+        sources += [json.loads(line) for line in (d / "sources.jsonl").read_text(encoding="utf-8").splitlines()]
+        lengths.append(np.load(d / "lengths.npy"))
+    copies, report = plan(ids, sources, np.concatenate(lengths) if lengths else np.zeros(0, np.int64),
+                          params.tokenize.mixture, params.tokenize.mixture_seed)
+    if not copies.any():
+        raise StoreError("tokenize.mixture: its weights and caps leave the train split empty")
+    bounds = np.cumsum([0] + [len(x) for x in lengths])
+    for p in range(int(copies.max())):
+        for i, part in enumerate(parts):
+            select = copies[bounds[i]:bounds[i + 1]] > p
+            if select.any():
+                writer.append_part(part / "train", select, dtype)
+    return report
 
 
 def _intact(directory: Path) -> bool:
@@ -190,6 +247,11 @@ def build_store(params: Params, kind: str, log: Callable[[str], None] = print,
         raise CorpusError(f"{src}: no cleaned corpus (stats.json missing); run `lmforge clean` first")
     tok_sha = tokenizer_sha256(tok_dir)
     out = token_store_dir(params, kind)
+    shards = sorted(src.glob("shard-*.parquet"))
+    if params.tokenize.mixture:  # before any encoding: a misspelt source is the parameters' fault
+        from .mixture import check_rules
+
+        check_rules(params.tokenize.mixture, corpus_sources(shards))
     fp = _fingerprint(params, kind, tok_sha)
     prev = finished(out / "manifest.json", fp, intact=lambda _: _intact(out))
     if prev is not None:
@@ -197,7 +259,6 @@ def build_store(params: Params, kind: str, log: Callable[[str], None] = print,
         return prev
     tok = Tokenizer.from_file(str(tok_dir / "tokenizer.json"))
     dtype = token_dtype(tok.get_vocab_size())
-    shards = sorted(src.glob("shard-*.parquet"))
     work = out.with_name(f".{out.name}.work")  # the shards' parts, beside the output; kept until it is published
     left = work / "fingerprint"
     if work.exists() and (not left.exists() or left.read_text(encoding="utf-8").strip() != fp):
@@ -217,9 +278,16 @@ def build_store(params: Params, kind: str, log: Callable[[str], None] = print,
     n_bytes = sum(json.loads((work / sh.stem / "part.done").read_text(encoding="utf-8"))["bytes"] for sh in shards)
     with staged_dir(out) as tmp:
         writers = {s: _SplitWriter(tmp / s) for s in SPLITS}
+        mixture = None
+        weighted = ("train",) if params.tokenize.mixture else ()
         for sh in shards:
             for name, writer in writers.items():
-                writer.append_part(work / sh.stem / name)
+                if name not in weighted:
+                    writer.append_part(work / sh.stem / name)
+        if weighted:
+            t_mix = time.perf_counter()
+            mixture = _mixed_train(writers["train"], [work / sh.stem for sh in shards], params, dtype)
+            mix_seconds = time.perf_counter() - t_mix
         seconds = time.perf_counter() - t0
         manifest = {
             "kind": kind,
@@ -235,15 +303,37 @@ def build_store(params: Params, kind: str, log: Callable[[str], None] = print,
             "fingerprint": fp,
             "lmforge_version": __version__,
         }
+        if mixture is not None:  # the train split's sources before and after weighting (validation, test: as they are)
+            manifest["mixture"] = {"seed": params.tokenize.mixture_seed, "sources": mixture}
         if sum(v["documents"] for v in manifest["splits"].values()) == 0:
             raise CorpusError(f"{src}: the cleaned corpus has no documents to tokenize")
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        if mixture is not None:
+            from ..charts import write_charts
+            from ..charts.mixture import mixture_charts
+
+            write_charts(tmp, mixture_charts(kind, mixture), log)
     shutil.rmtree(work, ignore_errors=True)
+    if mixture is not None:
+        log(f"token store {kind}: tokenize.mixture sampled and wrote the train split in {mix_seconds:.2f}s")
     manifest["execution"] = execution  # for the caller (Dagster's metadata); not in the file
     total = sum(v["tokens"] for v in manifest["splits"].values())
     log(f"token store {kind}: {total:,} tokens; encoded {n_bytes / 1e6:.1f} MB in {seconds:.1f}s "
         f"({n_bytes / 1e6 / max(seconds, 1e-9):.2f} MB/s)")
     return manifest
+
+
+def format_mixture(mixture: dict[str, dict[str, Any]]) -> str:
+    """The mixture's report as a table: per source, the train split before and after weighting."""
+    lines = ["  train split by source (tokenize.mixture; validation and test as they are):",
+             f"  {'source':28s} {'weight':>7s} {'max_tokens':>11s} {'docs before':>12s} {'docs after':>11s} "
+             f"{'tokens before':>14s} {'tokens after':>13s} {'share before':>13s} {'target':>7s} {'realised':>9s}"]
+    for name, e in mixture.items():
+        cap = "-" if e["max_tokens"] is None else f"{e['max_tokens']:,}"
+        lines.append(f"  {name[-28:]:28s} {e['weight']:7g} {cap:>11s} {e['documents_before']:12,} {e['documents_after']:11,} "
+                     f"{e['tokens_before']:14,} {e['tokens_after']:13,} {e['share_before']:13.1%} {e['target_share']:7.1%} "
+                     f"{e['realised_share']:9.1%}")
+    return "\n".join(lines)
 
 
 # ----------------------------------------------------------------------------- reading
@@ -326,4 +416,6 @@ class TokenStore:
         lines = [f"token store {m['kind']} at {self.path}: {total:,} tokens, vocab {m['vocab_size']}, dtype {m['dtype']}"]
         for name, s in m["splits"].items():
             lines.append(f"  {name:10s} {s['documents']:8,} documents {s['tokens']:12,} tokens")
+        if m.get("mixture"):
+            lines.append(format_mixture(m["mixture"]["sources"]))
         return "\n".join(lines)

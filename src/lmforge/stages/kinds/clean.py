@@ -49,6 +49,12 @@ def summary(stage, result: dict) -> str:
     lines.append("  removed lines by reason:")
     for reason, n in sorted(stats["lines_removed"].items(), key=lambda kv: -kv[1]):
         lines.append(f"    {reason:32s} {n:8d}")
+    if stats.get("sources"):  # the names tokenize.mixture weights
+        lines.append("  kept documents by source (tokenize.mixture's names):")
+        for src, d in list(stats["sources"].items())[:20]:
+            lines.append(f"    {src:32s} {d['documents']:8d}  ({d['bytes']} bytes)")
+        if len(stats["sources"]) > 20:
+            lines.append(f"    ... and {len(stats['sources']) - 20} more (stats.json \"sources\")")
     skipped_inputs = stats["inputs"]["skipped_inputs"]
     if skipped_inputs:
         lines.append(f"  skipped inputs: {len(skipped_inputs)}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...config import Params
-from ..kind import CheckOutcome, CheckSpec, StageKind, read_record, read_json_or_empty
+from ..kind import CheckOutcome, CheckSpec, StageKind, Table, charts, read_record, read_json_or_empty
 
 
 def run(params: Params, stage, log) -> dict:
@@ -30,9 +30,18 @@ def check(stage, params: Params, out: Path) -> list[CheckOutcome]:
 
 def metadata(stage, params: Params, out: Path) -> dict:
     meta = {}
-    for split, s in (read_json_or_empty(out / "manifest.json").get("splits") or {}).items():
+    manifest = read_json_or_empty(out / "manifest.json")
+    for split, s in (manifest.get("splits") or {}).items():
         meta[f"{split}_documents"] = s.get("documents")
         meta[f"{split}_tokens"] = s.get("tokens")
+    mixture = (manifest.get("mixture") or {}).get("sources")
+    if mixture:  # tokenize.mixture: what each source got in the train split
+        meta["train_by_source"] = Table(
+            ("source", "weight", "max_tokens", "tokens before", "tokens after", "share before", "target share", "realised share"),
+            tuple((name, e["weight"], "-" if e["max_tokens"] is None else e["max_tokens"], e["tokens_before"], e["tokens_after"],
+                   f"{e['share_before']:.1%}", f"{e['target_share']:.1%}", f"{e['realised_share']:.1%}")
+                  for name, e in mixture.items()))
+        meta.update(charts(out, {"mixture": f"{stage.key.get('kind', '')} train tokens by source: before, target, realised"}))
     return meta
 
 
