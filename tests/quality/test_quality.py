@@ -231,3 +231,10 @@ def test_the_command_runs_the_stage_and_refuses_when_disabled(tmp_path, monkeypa
     assert metrics["documents_out"] == 25 and 0.5 < metrics["validation"]["auc"] <= 1
     shown = KINDS["quality"].metadata(None, None, root / "quality")
     assert shown["documents_out"] == 25 and "scores" in shown and shown["top_features"].rows
+    # the stages after it read the filtered corpus: the token store holds its 25 documents
+    enabled = ["--set", "quality.enabled=true", "--set", "quality.keep_fraction=0.25"]
+    assert runner.invoke(main, ["tokenizer", "--kind", "bpe", *enabled]).exit_code == 0
+    res = runner.invoke(main, ["tokenize", "--kind", "bpe", *enabled])
+    assert res.exit_code == 0, res.output
+    splits = json.loads((root / "data/tokens/bpe/manifest.json").read_text())["splits"]
+    assert sum(split["documents"] for split in splits.values()) == 25

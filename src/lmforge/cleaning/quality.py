@@ -145,7 +145,8 @@ def keep_mask(scores: np.ndarray, ids: list[str], cfg: QualityConfig) -> np.ndar
 
 def top_features(model: Any, texts: Iterable[str], cfg: QualityConfig, k: int = 20) -> dict[str, list[list]]:
     """The n-grams seen in ``texts`` (twice at least) whose weights pull most towards each class:
-    what the classifier learned, in words. (A hashed bucket may hold other n-grams too.)"""
+    what the classifier learned, in words. Each bucket is named by its most frequent n-gram in
+    ``texts``; it may hold others too (with 2**20 buckets, collisions happen)."""
     from collections import Counter
 
     from sklearn.feature_extraction.text import HashingVectorizer
@@ -155,12 +156,18 @@ def top_features(model: Any, texts: Iterable[str], cfg: QualityConfig, k: int = 
     counts: Counter = Counter()
     for text in texts:
         counts.update(analyze(clip(text, cfg)))
-    grams = sorted(g for g, c in counts.items() if c >= 2)
-    if not grams:
+    seen = sorted(g for g, c in counts.items() if c >= 2)
+    if not seen:
         return {"reference": [], "corpus": []}
-    # each n-gram alone, hashed as the pipeline hashes it: its bucket
+    # each n-gram alone, hashed as the pipeline hashes it: its bucket; a bucket is named by its most
+    # frequent n-gram (a rare one sharing the bucket of a frequent one would be credited its weight)
     single = HashingVectorizer(n_features=cfg.features, alternate_sign=False, norm=None, analyzer=lambda g: [g])
-    buckets = single.transform(grams).tocsr().indices
+    named: dict[int, str] = {}
+    for gram, bucket in zip(seen, single.transform(seen).tocsr().indices.tolist()):
+        if bucket not in named or counts[gram] > counts[named[bucket]]:
+            named[bucket] = gram
+    buckets = np.array(sorted(named), dtype=np.int64)
+    grams = [named[b] for b in buckets.tolist()]
     weights = classifier.coef_[0][buckets]
     order = np.argsort(weights, kind="stable")
     return {"reference": [[grams[i], round(float(weights[i]), 4)] for i in order[::-1][:k]],
