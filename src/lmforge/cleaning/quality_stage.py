@@ -71,11 +71,11 @@ def _histogram(values: np.ndarray) -> list[int]:
 
 def _spread(positions: np.ndarray, k: int) -> list[int]:
     """``k`` of ``positions`` evenly spread from the first to the last (all when fewer)."""
-    if k <= 0 or len(positions) == 0:
-        return []
     if len(positions) <= k:
         return [int(p) for p in positions]
-    return [int(positions[round(i * (len(positions) - 1) / (k - 1))]) for i in range(k)] if k > 1 else [int(positions[0])]
+    if k <= 1:
+        return [int(p) for p in positions[:k]]
+    return [int(positions[round(i * (len(positions) - 1) / (k - 1))]) for i in range(k)]
 
 
 def run_quality(params: Params, log: Callable[[str], None] = print) -> QualityResult:
@@ -152,8 +152,7 @@ def run_quality(params: Params, log: Callable[[str], None] = print) -> QualityRe
                 kept = table.filter(pa.array(mask))
                 meta = []
                 for m, s in zip(kept.column("metadata").to_pylist(), scores[offset:offset + size][mask]):
-                    d = json.loads(m) if m else {}
-                    d = d if isinstance(d, dict) else {"metadata": d}
+                    d = json.loads(m) if m else {}  # a JSON object: the clean stage writes one per document
                     d["quality_score"] = round(float(s), 6)
                     meta.append(json.dumps(d, sort_keys=True, ensure_ascii=False))
                 kept = kept.set_column(kept.schema.get_field_index("metadata"), kept.schema.field("metadata"),
