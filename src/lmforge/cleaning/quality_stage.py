@@ -53,8 +53,8 @@ def _fingerprint(params: Params, clean_shards: dict[str, str]) -> str:
     import sklearn
 
     cfg = params.quality
-    return fingerprint("quality", cfg.model_dump(mode="json", exclude={"output", "enabled", "samples"}), cfg.samples,
-                       clean_shards, input_versions(cfg.reference, params.clean.include_site_packages),
+    return fingerprint("quality", cfg.model_dump(mode="json", exclude={"output", "enabled"}), clean_shards,
+                       input_versions(cfg.reference, params.clean.include_site_packages),
                        params.clean.max_document_bytes, sklearn.__version__)
 
 
