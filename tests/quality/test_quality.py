@@ -215,6 +215,21 @@ def test_a_bad_quality_section_is_one_clear_error(quality, message):
     assert message in text and "\n" not in text, text
 
 
+def test_a_missing_reference_or_clean_corpus_is_one_error_naming_it(tmp_path):
+    from lmforge.cleaning.quality import QualityError
+
+    params = quality_params(tmp_path)
+    with pytest.raises(QualityError, match=r"clean: no clean corpus .*run `lmforge clean` first"):
+        run_quality(params, log=lambda _: None)
+    write_clean(tmp_path / "clean", [("a", "one document"), ("b", "another document")])
+    with pytest.raises(QualityError, match=r"^quality.reference: .*reference.jsonl: input path not found$"):
+        run_quality(params, log=lambda _: None)
+    write_jsonl(tmp_path / "reference.jsonl", [{"id": "r", "text": "a single reference document"}])
+    with pytest.raises(QualityError, match=r"the reference \(quality.reference\) has 1 non-empty document"):
+        run_quality(params, log=lambda _: None)
+    assert not (tmp_path / "quality").exists()
+
+
 def test_the_command_runs_the_stage_and_refuses_when_disabled(tmp_path, monkeypatch):
     root = mixed_corpus(tmp_path, manual=40, other=60, reference=60)
     settings = tiny_params(clean={"output": "clean"}, quality={"reference": ["reference.jsonl"], "output": "quality"},

@@ -28,6 +28,7 @@ import pyarrow.parquet as pq
 from .. import __version__
 from ..artifacts import atomic_write_bytes, atomic_write_json, fingerprint, finished, read_json, sha256_file, staged_dir
 from ..config import Params
+from ..corpus.document import CorpusError
 from ..corpus.sources import InputReport, iter_documents
 from ..layout import clean_dir, quality_dir
 from ..tokenization.corpus import iter_clean
@@ -100,7 +101,10 @@ def run_quality(params: Params, log: Callable[[str], None] = print) -> QualityRe
     report = InputReport()
     docs = iter_documents(cfg.reference, report=report, include_site_packages=params.clean.include_site_packages,
                           max_document_bytes=params.clean.max_document_bytes)
-    reference, reference_read = sample(((d.id, d.text) for d in docs), cfg.max_documents, cfg.seed, cfg)
+    try:
+        reference, reference_read = sample(((d.id, d.text) for d in docs), cfg.max_documents, cfg.seed, cfg)
+    except CorpusError as exc:
+        raise QualityError(f"quality.reference: {exc}") from None
     corpus, corpus_read = sample(iter_clean(src), cfg.max_documents, cfg.seed + 1, cfg)
     log(f"quality: training on {len(reference)} of {reference_read} reference documents against "
         f"{len(corpus)} of {corpus_read} clean documents")
