@@ -7,8 +7,8 @@ This is the one place the graph is declared. Its two views are derived from it: 
 in ``stages/kinds/``.
 
 Stage names (letters, digits and ``_``: valid as DVC stage and Dagster asset names):
-``clean``; ``quality`` (when ``quality.enabled``); ``tokenizer_<kind>`` and ``tokens_<kind>`` for each tokenizer kind configured or
-needed; ``dataset_<objective>``; ``pretrain_<arch>``, ``finetune_<arch>_<task>`` and
+``clean``; ``quality`` (only when ``quality.enabled``); ``tokenizer_<kind>`` and ``tokens_<kind>``
+for each tokenizer kind configured or needed; ``dataset_<objective>``; ``pretrain_<arch>``, ``finetune_<arch>_<task>`` and
 ``evaluate_<arch>`` for each enabled architecture; ``report``.
 """
 
