@@ -8,8 +8,8 @@ in ``stages/kinds/``.
 
 Stage names (letters, digits and ``_``: valid as DVC stage and Dagster asset names):
 ``clean``; ``quality`` (only when ``quality.enabled``); ``tokenizer_<kind>`` and ``tokens_<kind>``
-for each tokenizer kind configured or needed; ``dataset_<objective>``; ``pretrain_<arch>``, ``finetune_<arch>_<task>`` and
-``evaluate_<arch>`` for each enabled architecture; ``report``.
+for each tokenizer kind configured or needed; ``dataset_<objective>``; ``pretrain_<arch>``,
+``finetune_<arch>_<task>`` and ``evaluate_<arch>`` for each enabled architecture; ``report``.
 """
 
 from __future__ import annotations
