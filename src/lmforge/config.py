@@ -166,6 +166,38 @@ class CleanConfig(_Strict):
     decontaminate: DecontaminateConfig = DecontaminateConfig()
 
 
+# ----------------------------------------------------------------------------- the quality classifier
+
+
+class QualityConfig(_Strict):
+    """The optional model-based quality filter after the clean stage (off by default): a linear
+    classifier on hashed word uni+bigrams (fastText's model family, in scikit-learn) trained to
+    tell the ``reference`` documents from the clean corpus, which then keeps the corpus's most
+    reference-like documents. When enabled, the tokenizers and token stores read its output."""
+
+    enabled: bool = Field(False, description="run the quality stage; the stages after it read quality.output")
+    reference: list[str] = Field([], description="the positives: paths (files or folders), 'stdlib' or 'hf:NAME?..'")
+    output: str = "data/quality"
+    keep_fraction: float | None = Field(0.5, gt=0, le=1, description="keep this top fraction of the documents by score")
+    threshold: float | None = Field(None, ge=0, le=1, description="keep documents scoring at least this (set "
+                                                                   "keep_fraction to null)")
+    validation: float = Field(0.2, gt=0, lt=1, description="share of each class held out to measure the classifier")
+    seed: int = Field(0, ge=0)
+    max_documents: int = Field(50_000, ge=2, description="documents of each class the classifier trains on, at most")
+    max_characters: int = Field(20_000, ge=1, description="characters of a document the classifier reads (its start)")
+    features: int = Field(1 << 20, ge=16, description="hashed feature buckets of the word uni+bigrams")
+    regularization: float = Field(1.0, gt=0, description="the logistic regression's C (larger: less regularised)")
+    samples: int = Field(20, ge=0, description="kept and dropped documents written to samples/ for inspection")
+
+    @model_validator(mode="after")
+    def _one_rule(self) -> "QualityConfig":
+        if (self.keep_fraction is None) == (self.threshold is None):
+            raise ValueError("set exactly one of keep_fraction and threshold (the other null)")
+        if self.enabled and not self.reference:
+            raise ValueError("enabled, but no reference documents: list the reference set's paths in quality.reference")
+        return self
+
+
 # ----------------------------------------------------------------------------- where the data stages run
 
 
@@ -297,7 +329,8 @@ TokenizerKind = Literal[TOKENIZER_KINDS]  # the kinds of tokenizer_kinds.py
 
 
 class TokenizerConfig(_Strict):
-    input: str | None = Field(None, description="clean Parquet shards; null: clean.output")
+    input: str | None = Field(None, description="clean Parquet shards; null: quality.output when quality is enabled, "
+                                                "else clean.output")
     output: str = "data/tokenizers"
     kinds: list[TokenizerKind] = Field(list(TOKENIZER_KINDS), min_length=1)
     max_training_documents: int | None = Field(None, ge=1)
@@ -482,6 +515,7 @@ class ChecksConfig(_Strict):
     clean_min_documents: int = Field(100, ge=1, description="documents the clean corpus must keep at least")
     clean_min_kept_fraction: float = Field(0.05, ge=0, le=1, description="documents kept / documents read, at least")
     clean_max_reason_fraction: float = Field(0.8, gt=0, le=1, description="no single drop reason removes more than this fraction of the documents read")
+    quality_min_accuracy: float = Field(0.6, ge=0, le=1, description="the quality classifier's balanced accuracy on its held-out documents, at least (0.5 is chance); a warning")
     tokenizer_max_unknown_rate: float = Field(0.01, ge=0, le=1, description="subword tokenizers: unknown tokens per token on the validation split, at most")
     char_max_unknown_rate: float = Field(0.1, ge=0, le=1, description="ELMo's char tokenizer: words outside its output vocabulary, at most (its inputs are characters, never unknown)")
     mask_rate_tolerance: float = Field(0.02, gt=0, le=1, description="|realised - configured| mask / noise rate, at most")
@@ -520,6 +554,7 @@ class Params(_Strict):
     """The root of ``params.yaml``."""
 
     clean: CleanConfig = CleanConfig()
+    quality: QualityConfig = QualityConfig()
     split: SplitConfig = SplitConfig()
     tokenizer: TokenizerConfig = TokenizerConfig()
     tokenize: TokenizeConfig = TokenizeConfig()

@@ -15,9 +15,18 @@ def clean_dir(params: Params) -> Path:
     return Path(params.clean.output)
 
 
+def quality_dir(params: Params) -> Path:
+    """The quality stage's output (when ``quality.enabled``): the kept shards with their scores,
+    stats.json, the classifier and samples of kept and dropped documents."""
+    return Path(params.quality.output)
+
+
 def corpus_dir(params: Params) -> Path:
-    """The clean corpus the tokenizers and token stores read (``tokenizer.input`` when set)."""
-    return Path(params.tokenizer.input or params.clean.output)
+    """The clean corpus the tokenizers, token stores and corpus tasks read: ``tokenizer.input``
+    when set, else the quality stage's output when it is enabled, else the clean stage's."""
+    if params.tokenizer.input:
+        return Path(params.tokenizer.input)
+    return quality_dir(params) if params.quality.enabled else clean_dir(params)
 
 
 def tokenizer_dir(params: Params, kind: str) -> Path:

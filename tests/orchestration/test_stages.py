@@ -17,7 +17,7 @@ from lmforge.stages import GROUPS, build_stages, dvc_stages, dvc_yaml
 
 from .conftest import REPO, dvc_graph_of, edit_recipe, graph_project, tiny_params
 
-KINDS = {"clean", "tokenizer", "tokens", "dataset", "pretrain", "finetune", "evaluate", "report"}
+KINDS = {"clean", "quality", "tokenizer", "tokens", "dataset", "pretrain", "finetune", "evaluate", "report"}
 
 
 # ----------------------------------------------------------------------------- the committed dvc.yaml

@@ -6,6 +6,8 @@ history) so that it can be tested without running anything:
 
 - ``charts.corpus``: the clean stage (documents and bytes dropped per rule, document lengths
   before and after, languages seen, near-duplicate cluster sizes);
+- ``charts.quality``: the quality stage (the classifier's scores of the held-out documents by
+  class, and of the corpus with the part kept);
 - ``charts.tokenizers``: a tokenizer's fertility and its vocabulary's token lengths;
 - ``charts.mixture``: a token store's sources in its train split, before weighting, the target
   and realised shares (``tokenize.mixture``);

@@ -236,7 +236,14 @@ def _fingerprint(cfg: CleanConfig, evaluation: dc.EvaluationSets | None = None) 
     items: list[Any] = [cfg.model_dump(mode="json", exclude={"workers", "keep_work", "output"})]
     if cfg.decontaminate.enabled and evaluation is not None:
         items.append(evaluation.fingerprint())
-    for spec in cfg.inputs:
+    return fingerprint(*items, *input_versions(cfg.inputs, cfg.include_site_packages))
+
+
+def input_versions(specs: list[str], include_site_packages: bool | list[str] = False) -> list[Any]:
+    """What identifies the contents of input ``specs`` (files' sizes and modification times, an
+    object store's ETags, the interpreter and packages the demo corpus reads), for a fingerprint."""
+    items: list[Any] = []
+    for spec in specs:
         p = Path(spec)
         if p.is_file():
             st = p.stat()
@@ -252,10 +259,10 @@ def _fingerprint(cfg: CleanConfig, evaluation: dc.EvaluationSets | None = None) 
                 items.append(spec)  # reported (or skipped) when the stage reads its inputs
         elif spec == "stdlib":
             items.append([spec, sys.version, CORPUS_VERSION])  # the demo corpus changes with the interpreter
-            items.append(_package_versions(cfg.include_site_packages))  # ... and with the packages it reads
+            items.append(_package_versions(include_site_packages))  # ... and with the packages it reads
         else:
             items.append(spec)
-    return fingerprint(*items)
+    return items
 
 
 def run_clean(cfg: CleanConfig, log: Callable[[str], None] = print, executor: ExecutorConfig | None = None,

@@ -25,7 +25,7 @@ def main() -> None:
 # docs/CLI.md lists them (``lmforge --help`` sorts them by name).
 VERBS: tuple[tuple[str, tuple[click.Command, ...]], ...] = (
     ("Stage commands: each runs its stages of the stage graph", (
-        stages.clean, stages.tokenizer, stages.tokenize, stages.dataset, stages.pretrain, stages.finetune,
+        stages.clean, stages.quality, stages.tokenizer, stages.tokenize, stages.dataset, stages.pretrain, stages.finetune,
         stages.evaluate, stages.report, stages.run)),
     ("Project commands", (project.init, project.dvc, project.status, project.stages, project.tracking)),
     ("Commands that use the trained models", (

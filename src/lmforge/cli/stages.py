@@ -1,4 +1,4 @@
-"""The stage commands: one per kind of stage (``clean``, ``tokenizer``, ``tokenize``, ``dataset``,
+"""The stage commands: one per kind of stage (``clean``, ``quality``, ``tokenizer``, ``tokenize``, ``dataset``,
 ``pretrain``, ``finetune``, ``evaluate``, ``report``), each running its stages of the stage
 graph (``lmforge stages``), and ``run``, all of them."""
 
@@ -82,6 +82,29 @@ def clean(inputs, output, params_path, overrides, workers, on_bad_input, max_doc
             flags.append(f"clean.{key}={json.dumps(value)}")
     params = _params(params_path, flags)
     _run_stages(_narrowed(params, train=_NO_TRAINING, dataset={"objectives": []}), lambda s: s.kind == "clean", force)
+
+
+@click.command()
+@project_options(set_help="Override a parameter, e.g. quality.keep_fraction=0.3.")
+@force_option
+def quality(params_path, overrides, force) -> None:
+    """Keep the clean documents most like a reference set (optional; quality.enabled).
+
+    Trains a classifier (hashed word unigrams and bigrams, logistic regression: fastText's model
+    family) on quality.reference against the clean corpus, scores every clean document and keeps
+    the top quality.keep_fraction (or those scoring at least quality.threshold). Writes Parquet
+    shards (each document's score in its metadata as quality_score), scores.parquet, the model
+    (model.joblib), stats.json with its held-out accuracy and AUC, samples/ of kept and dropped
+    documents and scores.png to quality.output, which the tokenizers then read.
+
+    \b
+    Example: lmforge quality --set quality.enabled=true --set 'quality.reference=["docs/"]'
+    """
+    params = _params(params_path, list(overrides))
+    if not params.quality.enabled:
+        _fail("quality.enabled is false: set it to true in params.yaml (or --set quality.enabled=true); the stages "
+              "after clean then read quality.output")
+    _run_stages(_narrowed(params, train=_NO_TRAINING, dataset={"objectives": []}), lambda s: s.kind == "quality", force)
 
 
 @click.command()

@@ -7,9 +7,9 @@ This is the one place the graph is declared. Its two views are derived from it: 
 in ``stages/kinds/``.
 
 Stage names (letters, digits and ``_``: valid as DVC stage and Dagster asset names):
-``clean``; ``tokenizer_<kind>`` and ``tokens_<kind>`` for each tokenizer kind configured or
-needed; ``dataset_<objective>``; ``pretrain_<arch>``, ``finetune_<arch>_<task>`` and
-``evaluate_<arch>`` for each enabled architecture; ``report``.
+``clean``; ``quality`` (only when ``quality.enabled``); ``tokenizer_<kind>`` and ``tokens_<kind>``
+for each tokenizer kind configured or needed; ``dataset_<objective>``; ``pretrain_<arch>``,
+``finetune_<arch>_<task>`` and ``evaluate_<arch>`` for each enabled architecture; ``report``.
 """
 
 from __future__ import annotations
@@ -241,6 +241,22 @@ def build_stages(params: Params | None = None, root: str | os.PathLike = ".", pa
         params=clean_params, outputs=(Output(clean_out), Output(rel(metrics_path(clean_out)), kind="metrics")),
     ))
 
+    # the optional quality filter: when enabled, the stages after it read its output instead of clean's
+    quality_out = None
+    if params.quality.enabled:
+        quality_out = rel.output(layout.quality_dir(params), "quality.output")
+        reference_inputs = [rel(i) for i in params.quality.reference if i != "stdlib" and not i.startswith("hf:")
+                            and "://" not in i]
+        add(Stage(
+            name="quality", kind="quality",
+            description="A classifier (hashed word 1-2 grams, logistic regression: fastText's model family) trained on "
+                        "quality.reference against the clean corpus scores each clean document; the top "
+                        "quality.keep_fraction are kept as Parquet shards with their scores, beside the model, its "
+                        "held-out accuracy and AUC, and samples of kept and dropped documents.",
+            command=("quality",), upstream=("clean",), deps=(clean_out, *reference_inputs),
+            params=("quality",), outputs=(Output(quality_out), Output(rel(metrics_path(quality_out)), kind="metrics")),
+        ))
+
     # ------------------------------------------------------------------ tokenizers and token stores
     kinds = list(params.tokenizer.kinds)
     for recipe in recipes.values():
@@ -248,12 +264,14 @@ def build_stages(params: Params | None = None, root: str | os.PathLike = ".", pa
         if kind not in kinds:
             kinds.append(kind)
     corpus = rel(layout.corpus_dir(params))
+    # the stage that writes the corpus the later stages read (none: tokenizer.input names another folder)
+    corpus_stage = "quality" if corpus == quality_out else "clean" if corpus == clean_out else None
     for kind in kinds:
         add(Stage(
             name=f"tokenizer_{kind}", kind="tokenizer",
             description=f"The {kind} tokenizer trained on the clean corpus's train split; tokenizer.json that "
                         "transformers loads, metrics.json (tokens per word, bytes per token, unknown rate).",
-            command=("tokenizer", "--kind", kind), upstream=("clean",) if corpus == clean_out else (),
+            command=("tokenizer", "--kind", kind), upstream=(corpus_stage,) if corpus_stage else (),
             deps=(corpus,),
             params=("tokenizer.input", "tokenizer.max_training_documents", f"tokenizer.{kind}", "split"),
             outputs=(Output(rel.output(layout.tokenizer_dir(params, kind), "tokenizer.output")),
@@ -269,7 +287,7 @@ def build_stages(params: Params | None = None, root: str | os.PathLike = ".", pa
         add(Stage(
             name=f"tokens_{kind}", kind="tokens",
             description=f"The clean corpus encoded with the {kind} tokenizer: memory-mapped token stores per split.",
-            command=("tokenize", "--kind", kind), upstream=("clean", f"tokenizer_{kind}"),
+            command=("tokenize", "--kind", kind), upstream=(corpus_stage or "clean", f"tokenizer_{kind}"),
             deps=(corpus, rel(layout.tokenizer_dir(params, kind))),
             params=("tokenize.batch_size", "tokenize.mixture", "tokenize.mixture_seed", "split"),
             outputs=(Output(rel.output(layout.token_store_dir(params, kind), "tokenize.output")),
@@ -326,9 +344,9 @@ def build_stages(params: Params | None = None, root: str | os.PathLike = ".", pa
                 continue
             task_deps: list[str] = []
             task_upstream = [f"tokenizer_{kind}"]
-            if task in CORPUS_TASKS:
-                task_deps.append(clean_out)
-                task_upstream.append("clean")
+            if task in CORPUS_TASKS:  # the corpus tasks read the corpus the tokenizers read
+                task_deps.append(corpus if corpus_stage == "quality" else clean_out)
+                task_upstream.append("quality" if corpus_stage == "quality" else "clean")
             elif not task.startswith("hf:"):
                 task_deps.append(rel(task))
             augmenter = recipe.finetune.augment.model if recipe.finetune.augment else None
@@ -371,7 +389,7 @@ def build_stages(params: Params | None = None, root: str | os.PathLike = ".", pa
         harness_upstream: tuple[str, ...] = ()
         if "docstring_next" in params.evaluate.harness:
             harness_deps = (corpus, *harness_deps)
-            harness_upstream = ("clean",) if corpus == clean_out else ()
+            harness_upstream = (corpus_stage,) if corpus_stage else ()
         harness_params = ("evaluate.harness", "evaluate.harness_questions", "train.seed") if params.evaluate.harness else ()
         add(Stage(
             name=f"evaluate_{arch}", kind="evaluate",

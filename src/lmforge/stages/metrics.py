@@ -1,4 +1,4 @@
-"""The data stages' statistics as DVC metrics: after ``clean``, ``tokenizer_<kind>``,
+"""The data stages' statistics as DVC metrics: after ``clean``, ``quality``, ``tokenizer_<kind>``,
 ``tokens_<kind>`` and ``dataset_<objective>`` run, the numbers of the record each wrote in its
 output (``stats.json``, ``metrics.json``, ``manifest.json``) go to ``<output>.metrics.json``
 beside it (its numbers only), which ``dvc.yaml`` lists under ``metrics`` (``dvc metrics show``,
@@ -42,6 +42,16 @@ def _clean(out: Path) -> dict:
     return _numbers(m)
 
 
+def _quality(out: Path) -> dict:
+    s = read_json(out / "stats.json") or {}
+    keys = ("documents_in", "documents_out", "documents_kept_fraction", "bytes_in", "bytes_out", "bytes_kept_fraction",
+            "cut_score")
+    m: dict[str, Any] = {k: s[k] for k in keys if k in s}
+    v = (s.get("classifier") or {}).get("validation") or {}
+    m["validation"] = {k: v[k] for k in ("accuracy", "balanced_accuracy", "auc", "chance_accuracy") if k in v}
+    return _numbers(m)
+
+
 def _tokenizer(out: Path) -> dict:
     return _numbers(read_json(out / "metrics.json") or {}, skip=frozenset({"training_seconds"}))
 
@@ -62,7 +72,7 @@ def _dataset(out: Path) -> dict:
     return _numbers(stats.get("splits") or {})
 
 
-READERS: dict[str, Callable[[Path], dict]] = {"clean": _clean, "tokenizer": _tokenizer, "tokens": _tokens,
+READERS: dict[str, Callable[[Path], dict]] = {"clean": _clean, "quality": _quality, "tokenizer": _tokenizer, "tokens": _tokens,
                                               "dataset": _dataset}
 
 

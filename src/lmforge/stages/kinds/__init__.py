@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from ...finetuning.tasks.base import FAMILIES
 from ..kind import StageKind
-from . import clean, dataset, evaluate, finetune, pretrain, report, tokenizer, tokens
+from . import clean, dataset, evaluate, finetune, pretrain, quality, report, tokenizer, tokens
 
-KINDS: dict[str, StageKind] = {m.KIND.name: m.KIND for m in (clean, tokenizer, tokens, dataset, pretrain, finetune, evaluate, report)}
+KINDS: dict[str, StageKind] = {m.KIND.name: m.KIND for m in (clean, quality, tokenizer, tokens, dataset, pretrain, finetune, evaluate, report)}
 
 # the kinds' groups, a fine-tuning group per task family after the classification one
 # (``Stage.group``: finetuning_tagging, finetuning_span_qa, ...)
