@@ -79,7 +79,8 @@ def corpus_task_texts(params, corpus: Path) -> dict[str, dict[str, list[str]] | 
     from .load import CORPUS_TASKS, load_task
 
     moved = params.model_copy(update={"clean": params.clean.model_copy(update={"output": str(corpus)}),
-                                      "tokenizer": params.tokenizer.model_copy(update={"input": None})})
+                                      "tokenizer": params.tokenizer.model_copy(update={"input": None}),
+                                      "quality": params.quality.model_copy(update={"enabled": False})})
     out: dict[str, dict[str, list[str]] | str] = {}
     for spec in dict.fromkeys(s.strip() for s in params.finetune.tasks):
         if spec in CORPUS_TASKS:
