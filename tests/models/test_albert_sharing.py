@@ -48,3 +48,29 @@ def test_unknown_sharing_and_the_export_of_a_non_published_layout_are_refused():
     assert albert_config_to_hf(_config("all")).num_hidden_groups == 1
     with pytest.raises(ConfigError, match="only sharing: all exports"):
         albert_config_to_hf(_config("none"))
+
+
+@pytest.mark.parametrize("sharing", ["all", "attention"])
+def test_norm_first_builds_a_pre_ln_stack_with_a_final_norm_and_is_not_exported(sharing):
+    """``norm_first: true``: every layer is x + attn(LN(x)), then x + ffn(LN(x)), whatever it
+    shares, and a LayerNorm follows the stack; transformers' ALBERT is post-LN, so the export
+    refuses it."""
+    from lmforge.config import ConfigError
+    from lmforge.interop._albert import albert_config_to_hf
+    from lmforge.models.albert import AlbertConfig, AlbertModel
+
+    torch.manual_seed(0)
+    config = AlbertConfig(vocab_size=50, embedding_size=8, d_model=16, n_layers=3, n_heads=2, d_ff=32,
+                          max_positions=16, sharing=sharing, norm_first=True)
+    model = AlbertModel(config).eval()
+    ids = torch.randint(5, 50, (2, 7))
+    hidden, _ = model(ids)
+    x = model.project(model.embeddings(ids, None))
+    for block in model.layers():
+        x = x + block.attn(block.norm1(x), None)
+        x = x + block.ffn(block.norm2(x))
+    torch.testing.assert_close(hidden, model.final_norm(x))
+    assert AlbertModel(AlbertConfig(vocab_size=50, embedding_size=8, d_model=16, n_layers=1, n_heads=2,
+                                    d_ff=32)).final_norm is None
+    with pytest.raises(ConfigError, match="post-LN"):
+        albert_config_to_hf(config)

@@ -71,6 +71,8 @@ _CLASSES = {
 def albert_config_to_hf(config: AlbertConfig, num_labels: int = 2, **token_ids: int | None) -> transformers.AlbertConfig:
     """A transformers ``AlbertConfig`` for ``config``; ``num_labels`` is the classifier's width
     (2 for pretraining: transformers sizes the SOP layer with it). ``token_ids``: ``pad_token_id``, ``bos_token_id``, ``eos_token_id`` (None unless given)."""
+    if config.norm_first:
+        raise ConfigError("transformers' ALBERT is post-LN: a pre-LN model (norm_first: true) has no equivalent there")
     if config.sharing != "all":
         raise ConfigError(f"transformers' ALBERT: sharing {config.sharing!r} has no equivalent there (its layer "
                           "groups share whole layers); only sharing: all exports")

@@ -77,6 +77,9 @@ class AlbertConfig:
     # layer (ALBERT); "attention" = one attention, each layer its own feed-forward and LayerNorms;
     # "none" = a block per layer (BERT with the factorised embedding). Only "all" exports to transformers.
     sharing: str = "all"
+    # pre-LN blocks and a final LayerNorm (as BERT's norm_first); ALBERT is post-LN, and only
+    # post-LN exports to transformers
+    norm_first: bool = False
 
     def validate(self) -> None:
         check_transformer_config(self, ("vocab_size", "embedding_size", "d_model", "n_layers", "n_heads", "d_ff",
@@ -137,8 +140,9 @@ class AlbertModel(nn.Module):
         c = config
         self.embeddings = AlbertEmbeddings(c)
         self.project = nn.Linear(c.embedding_size, c.d_model)  # E -> H
-        def block() -> TransformerBlock:  # post-LN, as BERT
-            return TransformerBlock(c.d_model, c.n_heads, c.d_ff, c.act, c.dropout, c.attn_dropout, norm_first=False, eps=c.eps)
+        def block() -> TransformerBlock:  # post-LN, as BERT (pre-LN with norm_first)
+            return TransformerBlock(c.d_model, c.n_heads, c.d_ff, c.act, c.dropout, c.attn_dropout,
+                                    norm_first=c.norm_first, eps=c.eps)
 
         if c.sharing == "all":
             self.block = block()  # one set of weights for every layer
@@ -147,6 +151,7 @@ class AlbertModel(nn.Module):
             if c.sharing == "attention":
                 for b in self.blocks[1:]:
                     b.attn = self.blocks[0].attn  # one attention module, registered in every layer
+        self.final_norm = nn.LayerNorm(c.d_model, eps=c.eps) if c.norm_first else None
         self.pooler = nn.Linear(c.d_model, c.d_model) if pooler else None
 
     def layers(self) -> list[nn.Module]:
@@ -173,6 +178,8 @@ class AlbertModel(nn.Module):
         bias = attention_bias(attention_mask, L, L, False, x.dtype, x.device)  # (B, 1, 1, L) or None
         for layer in self.layers():
             x = layer(x, bias)
+        if self.final_norm is not None:
+            x = self.final_norm(x)
         pooled = torch.tanh(self.pooler(x[:, 0])) if self.pooler is not None else None  # (B, H) from [CLS]
         return x, pooled
 
