@@ -2,8 +2,11 @@
 seeded corpus of planted pairs whose true Jaccard is known, and both tools' drops on the
 40,000 generated pages of ``clean_executors.py`` measured against the exact Jaccard.
 
+    python3 -m venv ../dtvenv && ../dtvenv/bin/pip install 'datatrove[processing]==0.10.1' spacy orjson aiohttp
     .venv/bin/python benchmarks/near_dup_quality.py --datatrove-python ../dtvenv/bin/python \\
         --json benchmarks/results/near_dup_quality.json
+
+(aiohttp: datatrove's bad-words filter, in the rerun of ``clean_executors.py``'s pipeline.)
 
 **The planted corpus.** Base pages are runs of consecutive paragraphs of the embedded stdlib
 docstring corpus (``lmforge.corpus.stdlib``), 100-400 words each, every paragraph used once;
@@ -38,9 +41,11 @@ Precision: dropped documents whose true Jaccard to some kept document is >= the 
 dropped documents (also at 0.7). False-positive rate: dropped / known non-duplicates.
 
 **The 40,000 generated pages** (``make_corpus`` of ``clean_stage.py``, seed 0; ``--generated 0``
-skips them): lmforge near dedup alone, verified and not; lmforge with every default step (the
-figure in BENCHMARKS.md); datatrove's MinHash alone. Each drop's exact Jaccard to the nearest
-kept page, and how many pages have a near-copy at each level.
+skips them): lmforge near dedup alone and with every default step (the 85 of BENCHMARKS.md),
+each verified and not; datatrove's MinHash alone, and ``clean_executors.py``'s datatrove
+pipeline (C4 filters + MinHash, the 498 of BENCHMARKS.md; counts only). Each drop's exact
+Jaccard to the nearest kept page, how many pages have a near-copy at each level, and how many
+LSH candidates the banding formula expects of them.
 """
 
 from __future__ import annotations
@@ -420,17 +425,23 @@ def generated_analysis(n: int, tmp: Path, dt_python: str | None) -> dict:
     earlier = np.zeros(len(ids))
     np.maximum.at(earlier, j, jac)  # i < j: j's best match among earlier pages
     truth_counts = {f">= {t}": int((earlier >= t).sum()) for t in (0.9, 0.8, 0.7, 0.6, 0.5, 0.3)}
+    # what LSH alone (14 bands x 8 rows) should make candidates of: 1 - (1 - s^8)^14 per page
+    expected = float((1 - (1 - earlier[earlier > 0] ** 8) ** 14).sum())
     out: dict = {"documents": n, "pages_with_an_earlier_page_at_jaccard": truth_counts,
+                 "expected_lsh_candidates": round(expected, 1),
                  "earlier_page_jaccard_histogram": jaccard_histogram(earlier[earlier > 0]),
                  "exact_jaccard_seconds": round(time.perf_counter() - t0, 1), "runs": {}}
     runs = {"lmforge near dedup only, verify 0.7": lambda: run_lmforge(corpus, tmp, 1, 0.7),
             "lmforge near dedup only, verify null": lambda: run_lmforge(corpus, tmp, 1, None),
-            "lmforge, every default step": lambda: run_lmforge(corpus, tmp, 1, 0.7, every_step=True)}
+            "lmforge, every default step": lambda: run_lmforge(corpus, tmp, 1, 0.7, every_step=True),
+            "lmforge, every default step, verify null": lambda: run_lmforge(corpus, tmp, 1, None, every_step=True)}
     for name, run in runs.items():
+        print(f"  {name} ...", flush=True)
         r = run()
         dropped = set(ids) - r["kept"]
         out["runs"][name] = _generated_row(ids, dropped, pairs, earlier, r["near_duplicates"], r["wall_s"])
     if dt_python:
+        print("  datatrove MinHash only ...", flush=True)
         r = run_datatrove(dt_python, corpus, tmp, 1)
         dropped = set(r["removed"])
         row = _generated_row(ids, dropped, pairs, earlier, len(dropped), r["wall_s"])
@@ -451,6 +462,18 @@ def generated_analysis(n: int, tmp: Path, dt_python: str | None) -> dict:
                  for d in dropped if r["clusters"].get(d) in kept_of and d in tok and kept_of[r["clusters"][d]] in tok]
         row["jaccard_by_datatrove_words_abs_difference_max"] = float(max(diffs)) if diffs else None
         out["runs"]["datatrove MinHash only"] = row
+        # clean_executors.py's datatrove pipeline (C4QualityFilter, bad words, MinHash), which
+        # gave the 498 of BENCHMARKS.md: it reports counts only
+        print("  datatrove, C4 filters + MinHash (clean_executors.py's pipeline) ...", flush=True)
+        from benchmarks.clean_executors import run_datatrove as run_datatrove_clean
+
+        folder = tmp / "generated-folder"
+        folder.mkdir()
+        os.link(corpus, folder / corpus.name)
+        c = run_datatrove_clean(tmp, dt_python, folder, 1, False)
+        out["datatrove_c4_and_minhash"] = {"documents_after_filters": c["documents_after_filters"],
+                                           "near_duplicates": c["documents_after_filters"] - c["documents_out"],
+                                           "wall_s": round(c["wall_s"], 1), "steps": c["steps"], "notes": c["notes"]}
     return out
 
 
@@ -489,10 +512,11 @@ def markdown(report: dict) -> str:
                f"{p['unrelated']} unrelated pages; {p['template']} template pages), seeds {report['seeds']}. "
                "Recall: pairs of which one page was dropped, mean over the seeds (lowest-highest).\n")
     names = list(report["runs"])
-    out.append("| true 5-gram Jaccard of the pair | pairs | " + " | ".join(names) + " |")
-    out.append("|---|---:|" + "---:|" * len(names))
+    out.append("| true 5-gram Jaccard of the pair | pairs | LSH alone, expected | " + " | ".join(names) + " |")
+    out.append("|---|---:|---:|" + "---:|" * len(names))
     for b, (lo, hi) in enumerate(BINS):
-        cells = []
+        js = np.array(p["pair_jaccard_by_bin"][b])  # 1 - (1 - s^8)^14 over the bin's pairs
+        cells = [f"{np.mean(1 - (1 - js ** 8) ** 14):.3f}" if js.size else "-"]
         for name in names:
             vals = [s["recall"][b]["recall"] for s in report["runs"][name]["per_seed"]]
             cells.append(f"{np.mean(vals):.3f} ({min(vals):.2f}-{max(vals):.2f})")
@@ -505,7 +529,7 @@ def markdown(report: dict) -> str:
             vals = [get(s) for s in report["runs"][name]["per_seed"]]
             vals = [v for v in vals if v is not None]
             cells.append(f"{np.mean(vals):.3f}" if vals else "-")
-        out.append(f"| {label} | | " + " | ".join(cells) + " |")
+        out.append(f"| {label} | | | " + " | ".join(cells) + " |")
 
     row(f"recall, pairs >= {th}", lambda s: s["recall_at_threshold"])
     row("recall, pairs >= 0.7", lambda s: s["recall_at_0.7"])
@@ -526,8 +550,10 @@ def markdown(report: dict) -> str:
     g = report.get("generated")
     if g:
         out.append(f"The {g['documents']:,} generated pages: pages with an earlier page at true Jaccard >= t: "
-                   + ", ".join(f"{k}: {v:,}" for k, v in g["pages_with_an_earlier_page_at_jaccard"].items()) + "\n")
+                   + ", ".join(f"{k}: {v:,}" for k, v in g["pages_with_an_earlier_page_at_jaccard"].items())
+                   + f"; LSH candidates expected of them, 1 - (1 - s^8)^14 summed: {g['expected_lsh_candidates']}\n")
         cols = list(next(iter(g["runs"].values()))["dropped_true_jaccard_to_nearest_kept_page"])
+        out.append("Drops by their true Jaccard to the nearest kept page:\n")
         out.append("| run | near-dups dropped | " + " | ".join(cols) + " | median | recall >= 0.8 | recall >= 0.7 | recall >= 0.5 | precision at 0.8 | precision at 0.7 |")
         out.append("|---|---:|" + "---:|" * (len(cols) + 6))
         for name, r in g["runs"].items():
@@ -536,6 +562,10 @@ def markdown(report: dict) -> str:
                        + f" | {fmt(r['median_true_jaccard_of_drops'])} | {fmt(r['recall_of_pages_with_an_earlier_page_>= 0.8'])} "
                        f"| {fmt(r['recall_of_pages_with_an_earlier_page_>= 0.7'])} | {fmt(r['recall_of_pages_with_an_earlier_page_>= 0.5'])} "
                        f"| {fmt(r['precision_at_0.8'])} | {fmt(r['precision_at_0.7'])} |")
+        c = g.get("datatrove_c4_and_minhash")
+        if c:
+            out.append(f"\ndatatrove with C4QualityFilter and C4BadWordsFilter before its MinHash (clean_executors.py's "
+                       f"pipeline): {c['documents_after_filters']:,} pages after the filters, {c['near_duplicates']:,} near-duplicates")
         dt = g["runs"].get("datatrove MinHash only")
         if dt:
             out.append(f"\ndatatrove's removed pages against their cluster's kept page: {dt['to_cluster_kept_page_histogram']} "
