@@ -337,16 +337,6 @@ def run_datatrove(python: str, corpus: Path, tmp: Path, seed: int, tokens_for: l
     return json.loads(res.read_text())
 
 
-def datatrove_ok(python: str) -> str | None:
-    """None if ``python`` imports what datatrove's MinHash needs; else why not."""
-    if not Path(python).exists():
-        return f"{python} not found"
-    probe = subprocess.run([python, "-c", "import datatrove, spacy, xxhash"], capture_output=True, text=True)
-    if probe.returncode != 0:
-        return f"{python} cannot import datatrove and spaCy: {probe.stderr.strip().splitlines()[-1:]}"
-    return None
-
-
 # ----------------------------------------------------------------------------- scoring
 
 
@@ -587,6 +577,9 @@ def main() -> None:
     ap.add_argument("--skip-datatrove", action="store_true")
     ap.add_argument("--json", help="write the report here")
     args = ap.parse_args()
+
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.clean_executors import datatrove_ok  # the same venv as clean_executors.py's
 
     dt_python = None if args.skip_datatrove else args.datatrove_python
     why = datatrove_ok(dt_python) if dt_python else "--skip-datatrove"
