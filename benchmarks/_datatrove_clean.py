@@ -61,13 +61,11 @@ def main() -> None:
     ap.add_argument("--result", required=True)
     args = ap.parse_args()
 
-    from datatrove.executor import LocalPipelineExecutor
-    from datatrove.pipeline.dedup import MinhashDedupBuckets, MinhashDedupCluster, MinhashDedupFilter, MinhashDedupSignature
-    from datatrove.pipeline.dedup.minhash import MinhashConfig
     from datatrove.pipeline.filters import C4BadWordsFilter, C4QualityFilter
     from datatrove.pipeline.readers import JsonlReader
     from datatrove.pipeline.writers import JsonlWriter
-    from datatrove.utils.hashing import HashConfig
+
+    from _datatrove_minhash import minhash_config, minhash_stages, run_stages  # this script's folder
 
     inp, work = Path(args.input), Path(args.work)
     files = sorted(p for p in inp.rglob("*.jsonl"))
@@ -92,34 +90,17 @@ def main() -> None:
         steps_used.append("LanguageFilter")
     steps_used += ["MinHash signatures", "MinHash buckets", "MinHash cluster", "MinHash filter"]
 
-    mh = MinhashConfig(n_grams=5, num_buckets=14, hashes_per_bucket=8, seed=1, hash_config=HashConfig(precision=64))
-    kept, sigs, buckets, clusters, final = (str(work / d) for d in ("kept", "signatures", "buckets", "clusters", "final"))
-    logs = work / "logs"
+    mh = minhash_config(seed=1)
+    kept, final = str(work / "kept"), str(work / "final")
 
     def reader(folder: str):
         return JsonlReader(folder, glob_pattern="*.jsonl", text_key="text", id_key="id")
 
-    stage1 = LocalPipelineExecutor(
-        [reader(str(inp)), *filters, JsonlWriter(kept, output_filename="${rank}.jsonl", compression=None),
-         MinhashDedupSignature(output_folder=sigs, config=mh, language="en")],
-        tasks=tasks, workers=args.workers, logging_dir=str(logs / "1-filter-signatures"))
-    stage2 = LocalPipelineExecutor(
-        [MinhashDedupBuckets(input_folder=sigs, output_folder=buckets, config=mh)],
-        tasks=mh.num_buckets, workers=args.workers, logging_dir=str(logs / "2-buckets"), depends=stage1)
-    stage3 = LocalPipelineExecutor(
-        [MinhashDedupCluster(input_folder=buckets, output_folder=clusters, config=mh)],
-        tasks=1, workers=1, logging_dir=str(logs / "3-cluster"), depends=stage2)
-    stage4 = LocalPipelineExecutor(
-        [reader(kept), MinhashDedupFilter(input_folder=clusters),
-         JsonlWriter(final, output_filename="${rank}.jsonl", compression=None)],
-        tasks=tasks, workers=args.workers, logging_dir=str(logs / "4-dedup-filter"), depends=stage3)
-
-    stage_seconds = {}
+    stages = minhash_stages(
+        mh, [reader(str(inp)), *filters, JsonlWriter(kept, output_filename="${rank}.jsonl", compression=None)],
+        reader(kept), [JsonlWriter(final, output_filename="${rank}.jsonl", compression=None)], work, tasks, args.workers)
     t0 = time.perf_counter()
-    for name, st in (("1 filters + signatures", stage1), ("2 buckets", stage2), ("3 cluster", stage3), ("4 dedup filter", stage4)):
-        t = time.perf_counter()
-        st.run()  # a stage runs its dependencies first: they are done by now, so it skips them
-        stage_seconds[name] = round(time.perf_counter() - t, 2)
+    stage_seconds = run_stages(stages)
     wall = time.perf_counter() - t0
 
     def count(folder: str) -> int:
