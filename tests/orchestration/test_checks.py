@@ -51,11 +51,11 @@ def clean_stats(n_in: int, n_out: int, **dropped: int) -> dict:
 
 
 @pytest.mark.parametrize("stats, expected", [
-    (clean_stats(1000, 600, too_few_sentences=300, language=100), {"not_empty": True, "drop_rates": True}),
-    (clean_stats(1000, 0, too_few_sentences=1000), {"not_empty": False, "drop_rates": False}),
-    (clean_stats(120, 50, language=70), {"not_empty": False, "drop_rates": True}),   # fewer than 100 kept
-    (clean_stats(10000, 300, language=9700), {"not_empty": True, "drop_rates": False}),  # kept 3% < 5%
-    (clean_stats(1000, 150, language=850), {"not_empty": True, "drop_rates": False}),  # one reason drops 85% > 80%
+    (clean_stats(1000, 600, too_few_sentences=300, language=100), {"not_empty": True, "drop_rates": True, "decontaminated": True}),
+    (clean_stats(1000, 0, too_few_sentences=1000), {"not_empty": False, "drop_rates": False, "decontaminated": True}),
+    (clean_stats(120, 50, language=70), {"not_empty": False, "drop_rates": True, "decontaminated": True}),   # fewer than 100 kept
+    (clean_stats(10000, 300, language=9700), {"not_empty": True, "drop_rates": False, "decontaminated": True}),  # kept 3% < 5%
+    (clean_stats(1000, 150, language=850), {"not_empty": True, "drop_rates": False, "decontaminated": True}),  # one reason drops 85% > 80%
 ])
 def test_clean(checked, stats, expected):
     outcomes = checked("clean", {"data/clean/stats.json": stats})
@@ -66,7 +66,23 @@ def test_clean(checked, stats, expected):
 def test_clean_bounds_come_from_params(checked):
     stats = {"data/clean/stats.json": clean_stats(1000, 600, language=400)}
     assert passed(checked("clean", stats, clean_min_documents=601, clean_max_reason_fraction=0.3)) == {
-        "not_empty": False, "drop_rates": False}
+        "not_empty": False, "drop_rates": False, "decontaminated": True}
+
+
+@pytest.mark.parametrize("after, documents_after, expected", [(0, 0, True), (2, 0, False), (0, 1, False)])
+def test_clean_decontaminated(checked, after, documents_after, expected):
+    """Fails when an evaluation example still overlaps a training document, or a document is left
+    that overlaps one; a task that could not be built is not counted."""
+    summary = {"evaluation_windows": 500, "training_documents_overlapping": 7,
+               "training_documents_overlapping_after": documents_after,
+               "tasks": {"docstring_kind": {"validation": [107, 4, 0], "test": [119, 12, after]},
+                         "docstring_qa": {"skipped": "no metadata"}}}
+    outcome = checked("clean", {"data/clean/stats.json": {**clean_stats(1000, 600), "decontamination": summary}})
+    assert outcome["decontaminated"].passed is expected
+    assert outcome["decontaminated"].metadata["documents_removed"] == 7
+    assert "docstring_kind: 12 of 119" in outcome["decontaminated"].description
+    if after:
+        assert outcome["decontaminated"].metadata["still_overlapping_docstring_kind/test"] == after
 
 
 def test_tokenizer_unknown_rate(checked):
