@@ -226,6 +226,8 @@ def build_stages(params: Params | None = None, root: str | os.PathLike = ".", pa
     # ------------------------------------------------------------------ corpus
     clean_out = rel.output(layout.clean_dir(params), "clean.output")
     local_inputs = [rel(i) for i in params.clean.inputs if i != "stdlib" and not i.startswith("hf:")]
+    # earlier clean outputs whose documents the run drops (their saved signatures are read)
+    local_inputs += [rel(p) for p in params.clean.near_dedup.against]
     add(Stage(
         name="clean", kind="clean",
         description="The C4 rules, language ID, bad-words filter, line and near-duplicate dedup over clean.inputs; "
