@@ -161,3 +161,20 @@ def test_against_config_forms_and_the_stage_graph_reads_the_priors():
     clean_cfg = params.clean.model_copy(update={"near_dedup": params.clean.near_dedup.model_copy(update={"against": ["data/old"]})})
     graph = build_stages(params.model_copy(update={"clean": clean_cfg}), root=REPO)
     assert graph["clean"].deps[0] == "data/old"  # a DVC dependency: a changed prior re-runs the stage
+
+
+def test_the_drop_rate_check_leaves_out_the_copies_of_earlier_outputs(tmp_path):
+    from lmforge.stages import KINDS
+
+    params = load_params(REPO / "params.yaml")  # at most 80% by one reason, at least 10% kept
+    stats = {"documents_in": 1000, "documents_out": 80, "dropped": {
+        "prior_exact_duplicate": {"documents": 850, "bytes": 1}, "prior_near_duplicate": {"documents": 50, "bytes": 1},
+        "language": {"documents": 20, "bytes": 1}}}
+    (tmp_path / "stats.json").write_text(json.dumps(stats))
+    _, rates = KINDS["clean"].check(None, params, tmp_path)
+    assert rates.passed and "kept 80.0% of the 100 documents not copies of an earlier output" in rates.description
+    assert rates.metadata["dropped_language"] == 0.2 and "dropped_prior_exact_duplicate" not in rates.metadata
+    stats["dropped"]["language"]["documents"], stats["documents_out"] = 90, 10
+    (tmp_path / "stats.json").write_text(json.dumps(stats))
+    _, rates = KINDS["clean"].check(None, params, tmp_path)
+    assert not rates.passed and "largest drop reason language removed 90.0%" in rates.description
