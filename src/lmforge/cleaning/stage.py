@@ -31,8 +31,9 @@ from ..executors import open_executor
 from ..executors.base import execution_report, run_phase
 from .dedup.lines import dedup_apply, dedup_map, dedup_reduce
 from .dedup.minhash import cluster_sizes, minhash_map, minhash_reduce, near_duplicates
-from .dedup.prior import (INDEX_DIR, MANIFEST, Prior, describe_priors, index_files, index_manifest, open_priors,
-                          prior_exact_reduce, prior_ids, prior_map, prior_matches, prior_near_reduce, prior_units)
+from .dedup.prior import (INDEX_DIR, MANIFEST, Prior, describe_priors, index_files, index_manifest, open_priors, own_map,
+                          prior_exact_reduce, prior_ids, prior_map, prior_matches, prior_near_reduce, prior_units,
+                          saved_signatures)
 from .dedup.urls import normalize_url, url_losers, url_map, url_reduce
 from .filters import build_steps
 from .ingest import ingest
@@ -105,10 +106,10 @@ def _write_final(work: str, shard: int, source: str, drops: dict[int, int], prio
         ordinals = pq.read_table(wd / source / f"{shard_name(shard)}.parquet", columns=["ordinal"]).column("ordinal").to_numpy()
         gone = np.fromiter(list(drops) + list(prior), dtype=np.int64)
         kept = ~np.isin(ordinals, gone)
-        paths = []
-        for name in index_files(shard):
-            paths.append(wd / "final" / name)
-            save_npy(paths[-1], np.load(wd / "minhash" / name)[kept])
+        sig_name, exact_name = index_files(shard)
+        paths = [wd / "final" / sig_name, wd / "final" / exact_name]
+        save_npy(paths[0], saved_signatures(np.load(wd / "minhash" / sig_name)[kept]))
+        save_npy(paths[1], np.load(wd / "minhash" / exact_name)[kept])
         mark_done(paths, marker)
         did = True
     return rewrite_shard(wd, source, "final", shard, keep_samples, decide, schema=SCHEMA, adds_metadata_only=True) or did
@@ -236,6 +237,7 @@ def run_clean(cfg: CleanConfig, log: Callable[[str], None] = print, executor: Ex
             log(f"near dedup: {len(near_drops)} near-duplicates")
             if priors:
                 units = prior_units(priors)
+                run_all(own_map, [(work, s, cfg_json, source, n_parts) for s in range(n_shards)])
                 run_all(prior_map, [(work, k, root, s, cfg_json, n_parts) for k, root, s in units])
                 run_all(prior_near_reduce, [(work, u, n_shards, units, nd.verify_threshold) for u in range(nd.bands * n_parts)])
                 run_all(prior_exact_reduce, [(work, p, n_shards, units) for p in range(n_parts)])

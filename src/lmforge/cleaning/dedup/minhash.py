@@ -16,7 +16,7 @@ from ...config import CleanConfig
 from ..shards import shard_name
 from ..storage import is_done, load_partition, mark_done, save_npy, save_partitioned
 from ..text import normalize_for_dedup, normalize_for_dedup_utf8
-from .exact import exact_hashes, exact_records, save_exact_partitioned
+from .exact import exact_hashes
 
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
@@ -313,8 +313,7 @@ class UnionFind:
 
 def minhash_map(work: str, shard: int, cfg_json: str, source: str, n_parts: int) -> bool:
     """Signatures and exact-content hashes of the shard's documents (the clean output saves
-    those it keeps), and their band keys partitioned by (band, key); with priors to dedup
-    against, the exact hashes partitioned too."""
+    those it keeps), and their band keys partitioned by (band, key)."""
     cfg = CleanConfig.model_validate_json(cfg_json).near_dedup
     wd = Path(work)
     sig_path = wd / "minhash" / f"sig-{shard_name(shard)}.npy"
@@ -331,11 +330,6 @@ def minhash_map(work: str, shard: int, cfg_json: str, source: str, n_parts: int)
     hashes = exact_hashes(texts)
     save_npy(exact_path, hashes)
     outputs = [sig_path, exact_path]
-    if cfg.against:
-        recs_path = wd / "minhash" / f"exact-recs-{shard_name(shard)}.npy"
-        rows = np.arange(len(texts), dtype=np.int32)
-        save_exact_partitioned(recs_path, exact_records(hashes, ordinals, shard, rows), n_parts)
-        outputs += [recs_path, recs_path.with_suffix(".offsets.npy")]
     docs = np.flatnonzero(has_grams)  # a text without n-grams has nothing to compare
     keys = shard_band_keys(sigs, docs, cfg.bands, cfg.rows).ravel()  # row-major: text by text, band by band
     recs = np.zeros(keys.size, dtype=BAND_DTYPE)

@@ -2,15 +2,15 @@
 
 Every clean run with near dedup on saves, in ``<output>/dedup/``, what a later run needs to
 drop copies of the documents it kept: for each output shard ``sig-<shard>.npy`` (the kept
-documents' MinHash signatures, one row each, in the shard's row order) and
-``exact-<shard>.npy`` (their exact-content hashes, two uint64 per document), and
-``manifest.json`` (the signature settings, the exact hash and its normalisation, the documents
-per shard). See docs/CLEANING.md.
+documents' MinHash signatures, one row each, in the shard's row order, each value's low 32
+bits: see :func:`saved_signatures`) and ``exact-<shard>.npy`` (their exact-content hashes, two
+uint64 per document), and ``manifest.json`` (the signature settings, the exact hash and its
+normalisation, the documents per shard). See docs/CLEANING.md.
 
-A later run reads those folders (never writes them): the map units partition the prior
-documents' band keys and exact hashes like the run's own (:func:`prior_map`), and each
-partition's reduce unit matches the run's documents against them (:func:`prior_near_reduce`,
-:func:`prior_exact_reduce`). The driver only gathers the matches.
+A later run reads those folders (never writes them): map units partition the run's own band
+keys and exact hashes (:func:`own_map`) and the prior documents' (:func:`prior_map`) alike,
+and each partition's reduce unit matches the run's documents against the prior's
+(:func:`prior_near_reduce`, :func:`prior_exact_reduce`). The driver only gathers the matches.
 """
 
 from __future__ import annotations
@@ -29,11 +29,14 @@ from ...errors import ConfigError
 from ..shards import shard_name
 from ..storage import is_done, load_partition, mark_done, save_npy, save_partitioned
 from .exact import EXACT_DTYPE, EXACT_HASH, EXACT_TEXT, exact_records, save_exact_partitioned
-from .minhash import _EMPTY, _MAX_VERIFY, BAND_DTYPE, shard_band_keys, similarity
+from .minhash import _MAX_VERIFY, BAND_DTYPE, shard_band_keys, similarity
 
 INDEX_DIR = "dedup"  # the folder of a clean output that holds its saved signatures
 MANIFEST = "manifest.json"
 FORMAT = 1
+SIGNATURE = "the low 32 bits of each MinHash value"
+_LOW32 = np.uint64(0xFFFFFFFF)
+_EMPTY32 = np.uint32(0xFFFFFFFF)  # the saved signature of a text without n-grams: all ones
 # a document of this run (ordinal) matched to a prior document (prior index, its shard, its row)
 MATCH_DTYPE = np.dtype([("ordinal", "<i8"), ("prior", "<i4"), ("shard", "<i4"), ("row", "<i4"), ("similarity", "<f4")])
 
@@ -42,6 +45,20 @@ PRIOR_NEAR = "prior_near_duplicate"
 
 
 # ----------------------------------------------------------------------------- the saved index
+
+
+def saved_signatures(sigs: np.ndarray) -> np.ndarray:
+    """The signatures an output saves: each 64-bit MinHash value's low 32 bits, half the bytes.
+    Two runs compare truncated values on both sides, band keys included (:func:`band_keys32`):
+    two different 64-bit values agree in their low halves with probability 2**-32, so a
+    comparison differs from the full one about once in 40 million document pairs."""
+    return (sigs & _LOW32).astype(np.uint32)
+
+
+def band_keys32(sig32: np.ndarray, docs: np.ndarray, bands: int, rows: int) -> np.ndarray:
+    """(docs, bands) band keys of truncated signatures: the keys of the values widened back to
+    64 bits (so the same key function as the run's own)."""
+    return shard_band_keys(sig32.astype(np.uint64), docs, bands, rows)
 
 
 def signature_settings(nd: NearDedupConfig) -> dict[str, int]:
@@ -57,6 +74,7 @@ def index_manifest(cfg: CleanConfig, documents: list[int]) -> dict[str, Any]:
     return {
         "format": FORMAT,
         "near_dedup": signature_settings(cfg.near_dedup),
+        "signature": SIGNATURE,
         "exact": {"hash": EXACT_HASH, "text": EXACT_TEXT},
         "documents": int(sum(documents)),
         "shards": [{"name": f"{shard_name(s)}.parquet", "documents": int(n)} for s, n in enumerate(documents)],
@@ -104,7 +122,8 @@ def open_priors(cfg: CleanConfig) -> list[Prior]:
         if not isinstance(manifest, dict):
             raise ConfigError(f"{key}: {spec} has no saved signatures ({INDEX_DIR}/{MANIFEST}): it was cleaned with "
                               "near dedup off or by an older lmforge; clean it again")
-        if manifest.get("format") != FORMAT or manifest.get("exact") != {"hash": EXACT_HASH, "text": EXACT_TEXT}:
+        if (manifest.get("format") != FORMAT or manifest.get("signature") != SIGNATURE
+                or manifest.get("exact") != {"hash": EXACT_HASH, "text": EXACT_TEXT}):
             raise ConfigError(f"{key}: {spec} saved its signatures in another format ({manifest.get('format')}, "
                               f"{manifest.get('exact')}); clean it again")
         theirs, ours = manifest.get("near_dedup") or {}, signature_settings(cfg.near_dedup)
@@ -154,25 +173,53 @@ def prior_map(work: str, k: int, root: str, shard: int, cfg_json: str, n_parts: 
     if is_done(marker):
         return False
     sig_name, exact_name = index_files(shard)
-    sigs = np.load(Path(root) / INDEX_DIR / sig_name)
-    docs = np.flatnonzero((sigs != _EMPTY).any(axis=1))  # a text without n-grams has nothing to compare
-    keys = shard_band_keys(sigs, docs, nd.bands, nd.rows).ravel()
-    recs = np.zeros(keys.size, dtype=BAND_DTYPE)
-    recs["key"] = keys
-    recs["ordinal"] = k  # the prior's index: prior documents have no ordinal of this run
-    recs["shard"] = shard
-    recs["row"] = np.repeat(docs, nd.bands).astype(np.int32)
-    band = np.tile(np.arange(nd.bands, dtype=np.int64), docs.size)
-    save_partitioned(bands_out, recs, band * n_parts + (keys % np.uint64(n_parts)).astype(np.int64), nd.bands * n_parts)
+    sig32 = np.load(Path(root) / INDEX_DIR / sig_name)
     hashes = np.load(Path(root) / INDEX_DIR / exact_name)
-    rows = np.arange(hashes.shape[0], dtype=np.int32)
-    save_exact_partitioned(exact_out, exact_records(hashes, np.full(rows.size, k), shard, rows), n_parts)
+    _save_keys(bands_out, exact_out, sig32, hashes, np.full(hashes.shape[0], k), shard, nd, n_parts)
     mark_done([bands_out, bands_out.with_suffix(".offsets.npy"), exact_out, exact_out.with_suffix(".offsets.npy")], marker)
     return True
 
 
+def own_map(work: str, shard: int, cfg_json: str, source: str, n_parts: int) -> bool:
+    """The run's own band keys (of its truncated signatures) and exact hashes of one shard,
+    partitioned as :func:`prior_map` partitions the prior's."""
+    nd = CleanConfig.model_validate_json(cfg_json).near_dedup
+    wd = Path(work) / "minhash"
+    bands_out, exact_out = wd / f"own-{shard_name(shard)}-bands.npy", wd / f"own-{shard_name(shard)}-exact.npy"
+    marker = wd / f"own-{shard_name(shard)}.done"
+    if is_done(marker):
+        return False
+    ordinals = pq.read_table(Path(work) / source / f"{shard_name(shard)}.parquet", columns=["ordinal"]).column("ordinal")
+    sig32 = saved_signatures(np.load(wd / f"sig-{shard_name(shard)}.npy"))
+    hashes = np.load(wd / f"exact-{shard_name(shard)}.npy")
+    _save_keys(bands_out, exact_out, sig32, hashes, ordinals.to_numpy().astype(np.int64), shard, nd, n_parts)
+    mark_done([bands_out, bands_out.with_suffix(".offsets.npy"), exact_out, exact_out.with_suffix(".offsets.npy")], marker)
+    return True
+
+
+def _save_keys(bands_out: Path, exact_out: Path, sig32: np.ndarray, hashes: np.ndarray, ordinal: np.ndarray, shard: int,
+               nd: NearDedupConfig, n_parts: int) -> None:
+    """Band records partitioned by (band, key) and exact records by hash. ``ordinal``: the
+    run's ordinals, or for a prior's documents the prior's index (they have no ordinal here)."""
+    docs = np.flatnonzero((sig32 != _EMPTY32).any(axis=1))  # a text without n-grams has nothing to compare
+    keys = band_keys32(sig32, docs, nd.bands, nd.rows).ravel()
+    recs = np.zeros(keys.size, dtype=BAND_DTYPE)
+    recs["key"] = keys
+    recs["ordinal"] = np.repeat(ordinal[docs], nd.bands)
+    recs["shard"] = shard
+    recs["row"] = np.repeat(docs, nd.bands).astype(np.int32)
+    band = np.tile(np.arange(nd.bands, dtype=np.int64), docs.size)
+    save_partitioned(bands_out, recs, band * n_parts + (keys % np.uint64(n_parts)).astype(np.int64), nd.bands * n_parts)
+    rows = np.arange(hashes.shape[0], dtype=np.int32)
+    save_exact_partitioned(exact_out, exact_records(hashes, ordinal, shard, rows), n_parts)
+
+
 def _prior_files(wd: Path, units: list[tuple[int, str, int]], what: str) -> list[Path]:
     return [wd / "minhash" / f"{_prior_stem(k, s)}-{what}.npy" for k, _root, s in units]
+
+
+def _own_files(wd: Path, n_shards: int, what: str) -> list[Path]:
+    return [wd / "minhash" / f"own-{shard_name(s)}-{what}.npy" for s in range(n_shards)]
 
 
 def prior_near_reduce(work: str, unit: int, n_shards: int, units: list[tuple[int, str, int]], verify: float | None) -> bool:
@@ -184,7 +231,7 @@ def prior_near_reduce(work: str, unit: int, n_shards: int, units: list[tuple[int
     marker = out.with_suffix(".done")
     if is_done(marker):
         return False
-    ours = load_partition([wd / "minhash" / f"bands-{shard_name(s)}.npy" for s in range(n_shards)], unit, BAND_DTYPE)
+    ours = load_partition(_own_files(wd, n_shards, "bands"), unit, BAND_DTYPE)
     theirs = load_partition(_prior_files(wd, units, "bands"), unit, BAND_DTYPE)
     matches = []
     if ours.size and theirs.size:
@@ -199,7 +246,7 @@ def prior_near_reduce(work: str, unit: int, n_shards: int, units: list[tuple[int
             s = int(ours["shard"][i])
             if s not in own_sigs:
                 own_sigs[s] = np.load(wd / "minhash" / f"sig-{shard_name(s)}.npy", mmap_mode="r")
-            mine = own_sigs[s][int(ours["row"][i])]
+            mine = saved_signatures(own_sigs[s][int(ours["row"][i])])
             for j in range(int(lo[i]), min(int(hi[i]), int(lo[i]) + _MAX_VERIFY)):
                 ref = (int(theirs["ordinal"][j]), int(theirs["shard"][j]))
                 if ref not in prior_sigs:
@@ -221,7 +268,7 @@ def prior_exact_reduce(work: str, part: int, n_shards: int, units: list[tuple[in
     marker = out.with_suffix(".done")
     if is_done(marker):
         return False
-    ours = load_partition([wd / "minhash" / f"exact-recs-{shard_name(s)}.npy" for s in range(n_shards)], part, EXACT_DTYPE)
+    ours = load_partition(_own_files(wd, n_shards, "exact"), part, EXACT_DTYPE)
     theirs = load_partition(_prior_files(wd, units, "exact"), part, EXACT_DTYPE)
     matches = []
     if ours.size and theirs.size:
