@@ -1,5 +1,6 @@
 """The clean stage: ingest (``ingest.py``) -> URL dedup -> the C4 rules, language ID, bad words -> line dedup ->
-MinHash near-dup dedup -> the final shards and ``stats.json``. This module runs the phases
+MinHash near-dup dedup (and the copies of earlier outputs' documents) -> the final shards, ``stats.json`` and
+the kept documents' signatures. This module runs the phases
 (each resumable, shard by shard or partition by partition, on an executor: a process pool or Ray tasks); the
 cross-document passes are in ``dedup/``. See docs/CLEANING.md.
 """
