@@ -91,7 +91,8 @@ def test_recipe_params_file_keys_in_dvc_yaml(tmp_path):
                      for name, s in stages.items()}
     touching = {name for name, keys in recipe_params.items() if keys}
     assert touching == {n for n in stages if n.startswith(("pretrain_gpt", "finetune_gpt_", "finetune_scratch_gpt_"))}
-    assert recipe_params["pretrain_gpt"] == ["objective", "sizes.tiny.preset", "sizes.tiny.model", "sizes.tiny.pretrain"]
+    assert recipe_params["pretrain_gpt"] == ["objective", "sizes.tiny.preset", "sizes.tiny.model", "sizes.tiny.pretrain",
+                                             "sizes.tiny.pretrain_model"]
     assert "sizes.tiny.finetune" in recipe_params["finetune_gpt_docstring_kind"]
     assert "finetune" in recipe_params["finetune_scratch_gpt_docstring_kind"]
     assert all("pipelines/gpt.yaml" not in s.get("deps", []) for s in stages.values())  # a parameters file, not a dependency

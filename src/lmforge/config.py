@@ -112,6 +112,24 @@ class NearDedupConfig(_Strict):
         le=1.0,
         description="keep an LSH candidate pair only if its signature similarity reaches this (null: no check)",
     )
+    against: list[str] = Field(
+        [], description="earlier clean outputs (null, a path or a list): drop documents that are exact or near "
+                        "duplicates of one they kept, matched by the signatures they saved (same ngram, bands, rows, seed)")
+
+    @field_validator("against", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: Any) -> Any:
+        if value is None:
+            return []
+        return [value] if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _against_needs_signatures(self) -> "NearDedupConfig":
+        if self.against and not self.enabled:
+            raise ValueError("against needs enabled: true (the documents are matched by their MinHash signatures)")
+        if any(not p for p in self.against):
+            raise ValueError("against: an empty path")
+        return self
 
 
 class DecontaminateConfig(_Strict):

@@ -1,5 +1,6 @@
 """The clean stage: ingest (``ingest.py``) -> URL dedup -> the C4 rules, language ID, bad words -> line dedup ->
-MinHash near-dup dedup -> the final shards and ``stats.json``. This module runs the phases
+MinHash near-dup dedup (and the copies of earlier outputs' documents) -> the final shards, ``stats.json`` and
+the kept documents' signatures. This module runs the phases
 (each resumable, shard by shard or partition by partition, on an executor: a process pool or Ray tasks); the
 cross-document passes are in ``dedup/``. See docs/CLEANING.md.
 """
@@ -12,11 +13,13 @@ import os
 import shutil
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow.parquet as pq
 
 from .. import __version__
@@ -31,11 +34,15 @@ from ..splits import split_of
 from . import decontaminate as dc
 from .dedup.lines import dedup_apply, dedup_map, dedup_reduce
 from .dedup.minhash import cluster_sizes, minhash_map, minhash_reduce, near_duplicates
+from .dedup.prior import (INDEX_DIR, MANIFEST, Prior, describe_priors, index_files, index_manifest, open_priors, own_map,
+                          prior_exact_reduce, prior_ids, prior_map, prior_matches, prior_near_reduce, prior_units,
+                          saved_signatures)
 from .dedup.urls import normalize_url, url_losers, url_map, url_reduce
 from .filters import build_steps
 from .ingest import ingest
 from .shards import (LENGTH_BOUNDS, LengthHistogram, ShardStats, kept_counts, merge_stats, read_shard, rewrite_shard,
                      shard_name, source_counts)
+from .storage import is_done, mark_done, save_npy
 
 _PART_BYTES = 32 << 20  # line-dedup partition: about this much text per partition
 _PART_DOCS = 1_000_000  # URL and MinHash partitions: about this many documents each
@@ -79,14 +86,23 @@ def _filter_shard(work: str, shard: int, cfg_json: str, n_url_parts: int) -> boo
     return rewrite_shard(wd, "ingest", "filter", shard, cfg.dropped_samples, decide)
 
 
-def _write_final(work: str, shard: int, source: str, drops: dict[int, int], keep_samples: int,
-                 contaminated: dict[int, list[int]] | None = None, mode: str = "documents") -> bool:
-    """Drop near-duplicates (recording which kept document each duplicates) and the training
-    documents that overlap an evaluation text (``contaminated``: ordinal -> the lines the overlap
-    touches; ``mode``: drop the document, or remove those lines); final schema."""
+def _write_final(work: str, shard: int, source: str, drops: dict[int, int], prior: dict[int, tuple[str, dict]],
+                 keep_samples: int, save_index: bool, contaminated: dict[int, list[int]] | None = None,
+                 mode: str = "documents") -> bool:
+    """Drop the copies of prior outputs' documents (``prior``: ordinal -> reason and the prior
+    document), near-duplicates (``drops``: ordinal -> the kept document it duplicates), recording
+    which document each copies, and the training documents that overlap an evaluation text
+    (``contaminated``: ordinal -> the lines the overlap touches; ``mode``: drop the document, or
+    remove those lines); final schema. ``save_index``: also the kept documents' signatures and
+    exact hashes, for a later run to dedup against."""
+    wd = Path(work)
     contaminated = contaminated or {}
 
     def decide(doc: Document, o: int, stats: ShardStats) -> str | None:
+        if o in prior:
+            reason, of = prior[o]
+            doc.metadata["prior_duplicate_of"] = of
+            return reason
         if o in drops:
             doc.metadata["duplicate_of_ordinal"] = drops[o]
             return "near_duplicate"
@@ -100,10 +116,32 @@ def _write_final(work: str, shard: int, source: str, drops: dict[int, int], keep
                 return "decontaminated"
         return None
 
-    return rewrite_shard(Path(work), source, "final", shard, keep_samples, decide, schema=SCHEMA, adds_metadata_only=True)
+    did = False
+    marker = wd / "final" / f"index-{shard_name(shard)}.done"
+    if save_index and not is_done(marker):  # the rows the shard keeps, in its order
+        ordinals = pq.read_table(wd / source / f"{shard_name(shard)}.parquet", columns=["ordinal"]).column("ordinal").to_numpy()
+        gone = np.fromiter([*drops, *prior, *_decontaminated_away(wd, source, shard, contaminated, mode)], dtype=np.int64)
+        kept = ~np.isin(ordinals, gone)
+        sig_name, exact_name = index_files(shard)
+        paths = [wd / "final" / sig_name, wd / "final" / exact_name]
+        save_npy(paths[0], saved_signatures(np.load(wd / "minhash" / sig_name)[kept]))
+        save_npy(paths[1], np.load(wd / "minhash" / exact_name)[kept])
+        mark_done(paths, marker)
+        did = True
+    return rewrite_shard(wd, source, "final", shard, keep_samples, decide, schema=SCHEMA, adds_metadata_only=True) or did
 
 
 # ----------------------------------------------------------------------------- decontamination's passes
+
+
+def _decontaminated_away(wd: Path, source: str, shard: int, contaminated: dict[int, list[int]], mode: str) -> list[int]:
+    """The ordinals decontamination drops: every overlapping document, or (paragraphs) those with
+    nothing left once their overlapping lines go."""
+    if mode == "documents" or not contaminated:
+        return list(contaminated)
+    docs, ordinals = read_shard(wd, source, shard)
+    return [o for doc, o in zip(docs, ordinals)
+            if o in contaminated and not dc.remove_lines(doc.text, set(contaminated[o])).strip()]
 
 def _decon_dir(work: str) -> Path:
     return Path(work) / "decon"
@@ -231,9 +269,12 @@ def _package_versions(selection: bool | list[str]) -> list[list[str]]:
     return out
 
 
-def _fingerprint(cfg: CleanConfig, evaluation: dc.EvaluationSets | None = None) -> str:
-    """Identifies the inputs and parameters: work left by a run with another fingerprint is discarded."""
+def _fingerprint(cfg: CleanConfig, priors: list[Prior] | None = None, evaluation: dc.EvaluationSets | None = None) -> str:
+    """Identifies the inputs and parameters (and the prior outputs deduped against: a changed
+    one is a changed input; and the evaluation texts): work left by a run with another
+    fingerprint is discarded."""
     items: list[Any] = [cfg.model_dump(mode="json", exclude={"workers", "keep_work", "output"})]
+    items += [p.identity() for p in priors or []]
     if cfg.decontaminate.enabled and evaluation is not None:
         items.append(evaluation.fingerprint())
     return fingerprint(*items, *input_versions(cfg.inputs, cfg.include_site_packages))
@@ -274,7 +315,8 @@ def run_clean(cfg: CleanConfig, log: Callable[[str], None] = print, executor: Ex
     t0 = time.perf_counter()
     output = Path(cfg.output)
     wd = work_dir(output)
-    fp = _fingerprint(cfg, evaluation)
+    priors = open_priors(cfg) if cfg.near_dedup.enabled else []  # checked before anything is written
+    fp = _fingerprint(cfg, priors, evaluation)
     prev = None if wd.exists() else finished(output / "stats.json", fp, intact=lambda stats: _outputs_intact(output, stats))
     if prev is not None:
         log(f"clean: {output} is up to date (same inputs and parameters)")
@@ -316,19 +358,35 @@ def run_clean(cfg: CleanConfig, log: Callable[[str], None] = print, executor: Ex
             log(f"line dedup ({cfg.line_dedup.mode}): done")
 
         near_drops: dict[int, int] = {}
+        prior_drops: dict[int, tuple[str, dict]] = {}
         clusters: dict[int, int] | None = None
         if cfg.near_dedup.enabled:
             nd = cfg.near_dedup
-            n_parts = max(1, math.ceil(manifest["documents"] / _PART_DOCS))
+            prior_docs = sum(p.manifest["documents"] for p in priors)
+            n_parts = max(1, math.ceil((manifest["documents"] + prior_docs) / _PART_DOCS))
             run_all(minhash_map, [(work, s, cfg_json, source, n_parts) for s in range(n_shards)])
             run_all(minhash_reduce, [(work, u, n_shards, nd.verify_threshold) for u in range(nd.bands * n_parts)])
             near_drops = near_duplicates(wd, nd.bands * n_parts)
             clusters = cluster_sizes(near_drops)
             log(f"near dedup: {len(near_drops)} near-duplicates")
+            if priors:
+                units = prior_units(priors)
+                run_all(own_map, [(work, s, cfg_json, source, n_parts) for s in range(n_shards)])
+                run_all(prior_map, [(work, k, root, s, cfg_json, n_parts) for k, root, s in units])
+                run_all(prior_near_reduce, [(work, u, n_shards, units, nd.verify_threshold) for u in range(nd.bands * n_parts)])
+                run_all(prior_exact_reduce, [(work, p, n_shards, units) for p in range(n_parts)])
+                prior_drops = _prior_drops(priors, prior_matches(wd, nd.bands * n_parts, n_parts))
+                counts = Counter(reason for reason, _of in prior_drops.values())
+                log(f"dedup against {len(priors)} prior output(s): {counts['prior_exact_duplicate']} exact and "
+                    f"{counts['prior_near_duplicate']} near copies")
 
         per_shard: list[dict[int, int]] = [{} for _ in range(n_shards)]
         for o, root in near_drops.items():
             per_shard[o // cfg.shard_size][o] = root
+        per_shard_prior: list[dict[int, tuple[str, dict]]] = [{} for _ in range(n_shards)]
+        for o, drop in prior_drops.items():
+            per_shard_prior[o // cfg.shard_size][o] = drop
+        gone = [sorted({*per_shard[s], *per_shard_prior[s]}) for s in range(n_shards)]  # not in the corpus
         contaminated: list[dict[int, list[int]]] = [{} for _ in range(n_shards)]
         decon = cfg.decontaminate
         decontaminating = decon.enabled and evaluation is not None
@@ -339,14 +397,14 @@ def run_clean(cfg: CleanConfig, log: Callable[[str], None] = print, executor: Ex
             parts = [dc.registered(texts, decon.ngram, decon.min_words, dc.WordHashes())
                      for texts in evaluation.texts.values()]
             if decon.held_out:
-                run_all(_held_out_windows, [(work, s, source, cfg_json, split_json, sorted(per_shard[s]))
+                run_all(_held_out_windows, [(work, s, source, cfg_json, split_json, gone[s])
                                             for s in range(n_shards)])
                 parts += [dc.GramSet.load(_decon_dir(work) / f"held-{shard_name(s)}.npz").by_length
                           for s in range(n_shards)]
             registered = dc.GramSet.union(parts)
             registered.save(_decon_dir(work) / "evaluation.npz")
             n_windows = len(registered)
-            run_all(_scan_training, [(work, s, source, split_json, sorted(per_shard[s])) for s in range(n_shards)])
+            run_all(_scan_training, [(work, s, source, split_json, gone[s]) for s in range(n_shards)])
             for s in range(n_shards):
                 verdicts = json.loads((_decon_dir(work) / f"scan-{shard_name(s)}.json").read_text(encoding="utf-8"))
                 contaminated[s] = {int(o): lines for o, lines in verdicts["verdicts"].items()}
@@ -354,8 +412,8 @@ def run_clean(cfg: CleanConfig, log: Callable[[str], None] = print, executor: Ex
                 f"windows of the evaluation texts ({decon.ngram} words)")
 
         (wd / "final").mkdir(exist_ok=True)
-        run_all(_write_final, [(work, s, source, per_shard[s], cfg.dropped_samples, contaminated[s], decon.mode)
-                               for s in range(n_shards)])
+        run_all(_write_final, [(work, s, source, per_shard[s], per_shard_prior[s], cfg.dropped_samples,
+                                cfg.near_dedup.enabled, contaminated[s], decon.mode) for s in range(n_shards)])
         if decontaminating:  # what is left: read back, not assumed
             run_all(_scan_training, [(work, s, "final", split_json, [], True) for s in range(n_shards)])
 
@@ -369,7 +427,8 @@ def run_clean(cfg: CleanConfig, log: Callable[[str], None] = print, executor: Ex
             if decontaminating:
                 report = _decontamination_report(cfg, wd, n_shards, evaluation, staged, n_windows)
                 atomic_write_json(staged / "decontamination.json", report)
-            stats = _final_stats(cfg, wd, staged, manifest, n_shards, source, fp, clusters, report)
+            index = _publish_index(cfg, wd, staged, n_shards) if cfg.near_dedup.enabled else None
+            stats = _final_stats(cfg, wd, staged, manifest, n_shards, source, fp, clusters, index, priors, report)
             # the pictures of stats.json, drawn side by side by the workers (imported here: the
             # pool's workers import this module)
             from ..charts import write_chart
@@ -400,8 +459,36 @@ def work_dir(output: Path) -> Path:
     return output.with_name(f".{output.name}.work")
 
 
+def _prior_drops(priors: list[Prior], matches: dict[int, tuple[str, tuple[int, int, int], float]]) -> dict[int, tuple[str, dict]]:
+    """ordinal -> (drop reason, the prior document it copies: the prior output, its id, shard and
+    row, and the signatures' similarity)."""
+    ids = prior_ids(priors, {(k, s) for _reason, (k, s, _r), _sim in matches.values()})
+    out = {}
+    for o, (reason, (k, s, r), sim) in sorted(matches.items()):
+        out[o] = (reason, {"output": priors[k].path, "id": ids[(k, s)][r], "shard": priors[k].shards[s]["name"], "row": r,
+                           "similarity": round(sim, 4)})
+    return out
+
+
+def _publish_index(cfg: CleanConfig, wd: Path, staged: Path, n_shards: int) -> dict[str, Any]:
+    """Move the kept documents' signatures and exact hashes into ``<output>/dedup/`` with their
+    manifest; their checksums (from the markers that wrote them), for stats.json."""
+    folder = staged / INDEX_DIR
+    folder.mkdir()
+    files, documents = {}, []
+    for s in range(n_shards):
+        done = json.loads((wd / "final" / f"index-{shard_name(s)}.done").read_text(encoding="utf-8"))["outputs"]
+        for name in index_files(s):
+            os.replace(wd / "final" / name, folder / name)
+            files[f"{INDEX_DIR}/{name}"] = done[name]
+        documents.append(int(np.load(folder / index_files(s)[1], mmap_mode="r").shape[0]))
+    atomic_write_json(folder / MANIFEST, index_manifest(cfg, documents))
+    files[f"{INDEX_DIR}/{MANIFEST}"] = sha256_file(folder / MANIFEST)
+    return files
+
+
 def _outputs_intact(output: Path, stats: dict[str, Any]) -> bool:
-    for name, digest in stats.get("shards", {}).items():
+    for name, digest in {**stats.get("shards", {}), **(stats.get("dedup_index") or {})}.items():
         p = output / name
         if not p.exists() or sha256_file(p) != digest:
             return False
@@ -421,7 +508,8 @@ def _decontamination_summary(report: dict[str, Any] | None) -> dict[str, Any] | 
 
 
 def _final_stats(cfg, wd: Path, output: Path, manifest, n_shards: int, source: str, fp: str,
-                 clusters: dict[int, int] | None, decontamination: dict[str, Any] | None = None) -> dict[str, Any]:
+                 clusters: dict[int, int] | None, index: dict[str, str] | None, priors: list[Prior],
+                 decontamination: dict[str, Any] | None = None) -> dict[str, Any]:
     phase_dirs = ["filter"] + (["dedup"] if source == "dedup" else []) + ["final"]
     paths = []
     for d in phase_dirs:
@@ -474,6 +562,10 @@ def _final_stats(cfg, wd: Path, output: Path, manifest, n_shards: int, source: s
         # the kept documents by their source: the names tokenize.mixture weights
         "sources": dict(sorted(sources.items())),
         "shards": shards,
+        # the kept documents' signatures and exact hashes (file -> sha256), for a later run's
+        # clean.near_dedup.against; and the prior outputs this run was deduped against
+        "dedup_index": index,
+        "deduped_against": describe_priors(priors),
         "fingerprint": fp,
         "params": cfg.model_dump(mode="json", exclude={"workers", "keep_work"}),
         "lmforge_version": __version__,

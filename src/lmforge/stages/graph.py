@@ -226,6 +226,8 @@ def build_stages(params: Params | None = None, root: str | os.PathLike = ".", pa
     # ------------------------------------------------------------------ corpus
     clean_out = rel.output(layout.clean_dir(params), "clean.output")
     local_inputs = [rel(i) for i in params.clean.inputs if i != "stdlib" and not i.startswith("hf:")]
+    # earlier clean outputs whose documents the run drops (their saved signatures are read)
+    local_inputs += [rel(p) for p in params.clean.near_dedup.against]
     clean_params: tuple[str, ...] = ("clean",)
     decon = params.clean.decontaminate
     if decon.enabled:  # the evaluation texts: the held-out split, the tasks, the listed files and folders

@@ -16,6 +16,7 @@ from ...config import CleanConfig
 from ..shards import shard_name
 from ..storage import is_done, load_partition, mark_done, save_npy, save_partitioned
 from ..text import normalize_for_dedup, normalize_for_dedup_utf8
+from .exact import exact_hashes
 
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
@@ -311,7 +312,8 @@ class UnionFind:
 
 
 def minhash_map(work: str, shard: int, cfg_json: str, source: str, n_parts: int) -> bool:
-    """Signatures of the shard's documents, and their band keys partitioned by (band, key)."""
+    """Signatures and exact-content hashes of the shard's documents (the clean output saves
+    those it keeps), and their band keys partitioned by (band, key)."""
     cfg = CleanConfig.model_validate_json(cfg_json).near_dedup
     wd = Path(work)
     sig_path = wd / "minhash" / f"sig-{shard_name(shard)}.npy"
@@ -324,6 +326,10 @@ def minhash_map(work: str, shard: int, cfg_json: str, source: str, n_parts: int)
     seeds = permutation_seeds(cfg.bands * cfg.rows, cfg.seed)
     sigs, has_grams = shard_signatures(texts, cfg.ngram, seeds)
     save_npy(sig_path, sigs)
+    exact_path = wd / "minhash" / f"exact-{shard_name(shard)}.npy"
+    hashes = exact_hashes(texts)
+    save_npy(exact_path, hashes)
+    outputs = [sig_path, exact_path]
     docs = np.flatnonzero(has_grams)  # a text without n-grams has nothing to compare
     keys = shard_band_keys(sigs, docs, cfg.bands, cfg.rows).ravel()  # row-major: text by text, band by band
     recs = np.zeros(keys.size, dtype=BAND_DTYPE)
@@ -334,7 +340,7 @@ def minhash_map(work: str, shard: int, cfg_json: str, source: str, n_parts: int)
     band = np.tile(np.arange(cfg.bands, dtype=np.int64), docs.size)
     part = band * n_parts + (keys % np.uint64(n_parts)).astype(np.int64)
     save_partitioned(out, recs, part, cfg.bands * n_parts)
-    mark_done([out, out.with_suffix(".offsets.npy"), sig_path], marker)
+    mark_done([out, out.with_suffix(".offsets.npy"), *outputs], marker)
     return True
 
 
