@@ -24,14 +24,14 @@ import pyarrow.parquet as pq
 
 from .. import __version__
 from ..artifacts import atomic_write_bytes, atomic_write_json, fingerprint, finished, sha256_file, staged_dir
-from ..config import CleanConfig, ExecutorConfig, SplitConfig
+from ..config import CleanConfig, ExecutorConfig
 from ..corpus.document import SCHEMA, CorpusError, Document
 from ..corpus.sources import TOO_LONG, is_uri, resolve_inputs
 from ..corpus.stdlib import CORPUS_VERSION
 from ..executors import open_executor
 from ..executors.base import execution_report, run_phase
-from ..splits import split_of
 from . import decontaminate as dc
+from . import decontaminate_phase as dp
 from .dedup.lines import dedup_apply, dedup_map, dedup_reduce
 from .dedup.minhash import cluster_sizes, minhash_map, minhash_reduce, near_duplicates
 from .dedup.prior import (INDEX_DIR, MANIFEST, Prior, describe_priors, index_files, index_manifest, open_priors, own_map,
@@ -40,7 +40,7 @@ from .dedup.prior import (INDEX_DIR, MANIFEST, Prior, describe_priors, index_fil
 from .dedup.urls import normalize_url, url_losers, url_map, url_reduce
 from .filters import build_steps
 from .ingest import ingest
-from .shards import (LENGTH_BOUNDS, LengthHistogram, ShardStats, kept_counts, merge_stats, read_shard, rewrite_shard,
+from .shards import (LENGTH_BOUNDS, LengthHistogram, ShardStats, kept_counts, merge_stats, rewrite_shard,
                      shard_name, source_counts)
 from .storage import is_done, mark_done, save_npy
 
@@ -120,7 +120,7 @@ def _write_final(work: str, shard: int, source: str, drops: dict[int, int], prio
     marker = wd / "final" / f"index-{shard_name(shard)}.done"
     if save_index and not is_done(marker):  # the rows the shard keeps, in its order
         ordinals = pq.read_table(wd / source / f"{shard_name(shard)}.parquet", columns=["ordinal"]).column("ordinal").to_numpy()
-        gone = np.fromiter([*drops, *prior, *_decontaminated_away(wd, source, shard, contaminated, mode)], dtype=np.int64)
+        gone = np.fromiter([*drops, *prior, *dp.decontaminated_away(wd, source, shard, contaminated, mode)], dtype=np.int64)
         kept = ~np.isin(ordinals, gone)
         sig_name, exact_name = index_files(shard)
         paths = [wd / "final" / sig_name, wd / "final" / exact_name]
@@ -129,112 +129,6 @@ def _write_final(work: str, shard: int, source: str, drops: dict[int, int], prio
         mark_done(paths, marker)
         did = True
     return rewrite_shard(wd, source, "final", shard, keep_samples, decide, schema=SCHEMA, adds_metadata_only=True) or did
-
-
-# ----------------------------------------------------------------------------- decontamination's passes
-
-
-def _decontaminated_away(wd: Path, source: str, shard: int, contaminated: dict[int, list[int]], mode: str) -> list[int]:
-    """The ordinals decontamination drops: every overlapping document, or (paragraphs) those with
-    nothing left once their overlapping lines go."""
-    if mode == "documents" or not contaminated:
-        return list(contaminated)
-    docs, ordinals = read_shard(wd, source, shard)
-    return [o for doc, o in zip(docs, ordinals)
-            if o in contaminated and not dc.remove_lines(doc.text, set(contaminated[o])).strip()]
-
-def _decon_dir(work: str) -> Path:
-    return Path(work) / "decon"
-
-
-def _held_out_windows(work: str, shard: int, source: str, cfg_json: str, split_json: str, skip: list[int]) -> bool:
-    """The windows the shard's validation and test documents register (those not dropped as
-    near-duplicates): the evaluation texts of the tasks built from the corpus."""
-    out = _decon_dir(work) / f"held-{shard_name(shard)}.npz"
-    if out.exists():
-        return False
-    d = CleanConfig.model_validate_json(cfg_json).decontaminate
-    split = SplitConfig.model_validate_json(split_json)
-    docs, ordinals = read_shard(Path(work), source, shard)
-    skipped = set(skip)
-    held = [doc.text for doc, o in zip(docs, ordinals) if o not in skipped and split_of(doc.id, split) != "train"]
-    dc.GramSet(dc.registered(held, d.ngram, d.min_words, dc.WordHashes())).save(out)
-    return True
-
-
-def _scan_training(work: str, shard: int, source: str, split_json: str, skip: list[int], final: bool = False) -> bool:
-    """Scan the shard's training documents for the evaluation windows: the lines each overlap
-    touches (``scan-*.json``) and the windows found (``scan-*.npz``); with ``final``, the
-    published shard, after decontamination (``after-*``)."""
-    d = _decon_dir(work)
-    stem = f"{'after' if final else 'scan'}-{shard_name(shard)}"
-    if (d / f"{stem}.json").exists():
-        return False
-    grams = dc.GramSet.load(d / "evaluation.npz")  # read per unit: a later run may write other texts there
-    split = SplitConfig.model_validate_json(split_json)
-    if final:
-        table = pq.read_table(Path(work) / "final" / f"{shard_name(shard)}.parquet", columns=["id", "text"])
-        docs = list(zip(range(table.num_rows), table.column("id").to_pylist(), table.column("text").to_pylist()))
-    else:
-        read, ordinals = read_shard(Path(work), source, shard)
-        docs = [(o, doc.id, doc.text) for doc, o in zip(read, ordinals)]
-    skipped, word_hashes = set(skip), dc.WordHashes()
-    verdicts, found, scanned = {}, [], 0
-    for o, doc_id, text in docs:
-        if o in skipped or split_of(doc_id, split) != "train":
-            continue
-        scanned += 1
-        verdict = dc.scan(text or "", grams, word_hashes)
-        if verdict is not None:
-            verdicts[str(o)] = sorted(verdict.lines)
-            found.append(verdict.matched)
-    dc.GramSet.union(found).save(d / f"{stem}.npz")
-    atomic_write_json(d / f"{stem}.json", {"scanned": scanned, "verdicts": verdicts})
-    return True
-
-
-def _decontamination_report(cfg: CleanConfig, wd: Path, n_shards: int, evaluation: dc.EvaluationSets,
-                            staged: Path, n_windows: int) -> dict[str, Any]:
-    """How many evaluation texts overlapped the training documents before decontamination and
-    after, by source and by task (read back from what the scans found)."""
-    d, dcfg = wd / "decon", cfg.decontaminate
-
-    def union(stem: str) -> tuple[dc.GramSet, int, int]:
-        found, scanned, overlapping = [], 0, 0
-        for s in range(n_shards):
-            found.append(dc.GramSet.load(d / f"{stem}-{shard_name(s)}.npz").by_length)
-            record = json.loads((d / f"{stem}-{shard_name(s)}.json").read_text(encoding="utf-8"))
-            scanned += record["scanned"]
-            overlapping += len(record["verdicts"])
-        return dc.GramSet.union(found), scanned, overlapping
-
-    before, scanned, overlapping = union("scan")
-    after, scanned_after, overlapping_after = union("after")
-    word_hashes = dc.WordHashes()
-
-    def counts(texts: list[str]) -> dict[str, int]:
-        b = dc.overlap(texts, before, dcfg.ngram, dcfg.min_words, word_hashes)
-        a = dc.overlap(texts, after, dcfg.ngram, dcfg.min_words, word_hashes)
-        return {**b.to_dict(), "overlapping_after": a.overlapping}
-
-    tasks: dict[str, Any] = {}
-    if evaluation.corpus_tasks is not None:
-        for task, splits in evaluation.corpus_tasks(staged).items():
-            # (a reason names the output, not the folder it is staged in)
-            tasks[task] = {"skipped": splits.replace(str(staged), cfg.output)} if isinstance(splits, str) else \
-                {split: counts(texts) for split, texts in splits.items()}
-    for name, texts in evaluation.texts.items():
-        tasks[name] = {"all": counts(texts)}
-    return {
-        "ngram": dcfg.ngram, "min_words": dcfg.min_words, "mode": dcfg.mode, "held_out": dcfg.held_out,
-        "evaluation_windows": n_windows,
-        "training_documents_scanned": scanned, "training_documents_overlapping": overlapping,
-        "after": {"training_documents_scanned": scanned_after, "training_documents_overlapping": overlapping_after},
-        # per task (the corpus's own, built from the output; the others by their spec) and split:
-        # texts, those too short to check, those that overlapped the training documents before
-        # decontamination and after
-        "tasks": tasks,
-    }
 
 
 # ----------------------------------------------------------------------------- the driver
@@ -393,20 +287,20 @@ def run_clean(cfg: CleanConfig, log: Callable[[str], None] = print, executor: Ex
         n_windows = 0
         if decontaminating:
             split_json = evaluation.split.model_dump_json()
-            _decon_dir(work).mkdir(exist_ok=True)
+            dp.decon_dir(work).mkdir(exist_ok=True)
             parts = [dc.registered(texts, decon.ngram, decon.min_words, dc.WordHashes())
                      for texts in evaluation.texts.values()]
             if decon.held_out:
-                run_all(_held_out_windows, [(work, s, source, cfg_json, split_json, gone[s])
+                run_all(dp.held_out_windows, [(work, s, source, cfg_json, split_json, gone[s])
                                             for s in range(n_shards)])
-                parts += [dc.GramSet.load(_decon_dir(work) / f"held-{shard_name(s)}.npz").by_length
+                parts += [dc.GramSet.load(dp.decon_dir(work) / f"held-{shard_name(s)}.npz").by_length
                           for s in range(n_shards)]
             registered = dc.GramSet.union(parts)
-            registered.save(_decon_dir(work) / "evaluation.npz")
+            registered.save(dp.decon_dir(work) / "evaluation.npz")
             n_windows = len(registered)
-            run_all(_scan_training, [(work, s, source, split_json, gone[s]) for s in range(n_shards)])
+            run_all(dp.scan_training, [(work, s, source, split_json, gone[s]) for s in range(n_shards)])
             for s in range(n_shards):
-                verdicts = json.loads((_decon_dir(work) / f"scan-{shard_name(s)}.json").read_text(encoding="utf-8"))
+                verdicts = json.loads((dp.decon_dir(work) / f"scan-{shard_name(s)}.json").read_text(encoding="utf-8"))
                 contaminated[s] = {int(o): lines for o, lines in verdicts["verdicts"].items()}
             log(f"decontamination: {sum(map(len, contaminated))} training documents overlap the {n_windows} "
                 f"windows of the evaluation texts ({decon.ngram} words)")
@@ -415,7 +309,7 @@ def run_clean(cfg: CleanConfig, log: Callable[[str], None] = print, executor: Ex
         run_all(_write_final, [(work, s, source, per_shard[s], per_shard_prior[s], cfg.dropped_samples,
                                 cfg.near_dedup.enabled, contaminated[s], decon.mode) for s in range(n_shards)])
         if decontaminating:  # what is left: read back, not assumed
-            run_all(_scan_training, [(work, s, "final", split_json, [], True) for s in range(n_shards)])
+            run_all(dp.scan_training, [(work, s, "final", split_json, [], True) for s in range(n_shards)])
 
         # Publish: the shards, stats.json, the dropped samples and the charts go into a staged
         # folder that replaces the output whole; then the work folder (beside the output) goes,
@@ -425,7 +319,7 @@ def run_clean(cfg: CleanConfig, log: Callable[[str], None] = print, executor: Ex
                 os.replace(wd / "final" / f"{shard_name(s)}.parquet", staged / f"{shard_name(s)}.parquet")
             report = None
             if decontaminating:
-                report = _decontamination_report(cfg, wd, n_shards, evaluation, staged, n_windows)
+                report = dp.report(cfg, wd, n_shards, evaluation, staged, n_windows)
                 atomic_write_json(staged / "decontamination.json", report)
             index = _publish_index(cfg, wd, staged, n_shards) if cfg.near_dedup.enabled else None
             stats = _final_stats(cfg, wd, staged, manifest, n_shards, source, fp, clusters, index, priors, report)
@@ -495,18 +389,6 @@ def _outputs_intact(output: Path, stats: dict[str, Any]) -> bool:
     return bool(stats.get("shards"))
 
 
-def _decontamination_summary(report: dict[str, Any] | None) -> dict[str, Any] | None:
-    """Per task and split: (examples, overlapping before, overlapping after)."""
-    if report is None:
-        return None
-    tasks = {t: v if "skipped" in v else {s: [c["texts"], c["overlapping"], c["overlapping_after"]] for s, c in v.items()}
-             for t, v in report["tasks"].items()}
-    return {"evaluation_windows": report["evaluation_windows"],
-            "training_documents_overlapping": report["training_documents_overlapping"],
-            "training_documents_overlapping_after": report["after"]["training_documents_overlapping"],
-            "tasks": tasks}
-
-
 def _final_stats(cfg, wd: Path, output: Path, manifest, n_shards: int, source: str, fp: str,
                  clusters: dict[int, int] | None, index: dict[str, str] | None, priors: list[Prior],
                  decontamination: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -557,7 +439,7 @@ def _final_stats(cfg, wd: Path, output: Path, manifest, n_shards: int, source: s
         # near-duplicate clusters (a kept document and its dropped near-copies): size -> clusters
         "near_duplicate_clusters": {str(k): v for k, v in clusters.items()} if clusters is not None else None,
         # evaluation texts against the training documents (decontamination.json holds the whole report)
-        "decontamination": _decontamination_summary(decontamination),
+        "decontamination": dp.summary(decontamination),
         "inputs": manifest["inputs"],
         # the kept documents by their source: the names tokenize.mixture weights
         "sources": dict(sorted(sources.items())),
