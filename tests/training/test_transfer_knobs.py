@@ -62,6 +62,16 @@ def test_pretrain_model_may_only_change_dropout_rates(project):
         load_recipe(params, "bert")
 
 
+def test_pretrain_model_takes_transformer_xls_attention_dropout(project):
+    """Transformer-XL calls its attention dropout ``dropatt``: a dropout rate like the others."""
+    from lmforge.training.recipes import load_recipe
+
+    _recipe(project, "transformer_xl",
+            lambda r: r["sizes"]["tiny"].update(pretrain_model={"dropout": 0.0, "dropatt": 0.0}))
+    params = load_params(write_params(project))
+    assert load_recipe(params, "transformer_xl").sizes["tiny"].pretrain_model == {"dropout": 0.0, "dropatt": 0.0}
+
+
 def _classifier(seed: int) -> torch.nn.Module:
     torch.manual_seed(seed)
     return build_model("bert-tiny-test", head="classification", num_labels=3)

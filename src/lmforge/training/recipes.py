@@ -131,7 +131,7 @@ class SizeRecipe(StrictModel):
 
     @model_validator(mode="after")
     def _family_budgets(self) -> SizeRecipe:
-        shaping = [k for k in self.pretrain_model if "dropout" not in k]
+        shaping = [k for k in self.pretrain_model if "dropout" not in k and k != "dropatt"]  # dropatt: Transformer-XL's
         if shaping:  # the saved model is rebuilt without them: only what changes no weight may differ
             raise ValueError(f"pretrain_model: {', '.join(shaping)}: only the dropout rates may differ while pretraining")
         for family, changes in self.finetune_families.items():
