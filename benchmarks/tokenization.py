@@ -23,7 +23,7 @@ from pathlib import Path
 from lmforge.cleaning.stage import run_clean
 from lmforge.config import Params
 from lmforge.splits import split_of
-from lmforge.tokenization.corpus import iter_clean
+from lmforge.cleaning.output import iter_clean
 from lmforge.tokenizer_kinds import KINDS
 from lmforge.tokenization.store import build_store
 from lmforge.tokenization.train import run_tokenizers

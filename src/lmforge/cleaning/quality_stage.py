@@ -31,7 +31,7 @@ from ..config import Params
 from ..corpus.document import CorpusError
 from ..corpus.sources import InputReport, iter_documents
 from ..layout import clean_dir, quality_dir
-from ..tokenization.corpus import iter_clean
+from .output import iter_clean
 from .quality import QualityError, keep_mask, sample, score, top_features, train
 from .stage import input_versions
 from .storage import write_parquet

@@ -44,7 +44,7 @@ from ..executors import open_executor
 from ..executors.base import execution_report
 from ..splits import SPLITS, split_of
 from ..token_flags import SENTENCE_START, WORD_START
-from .corpus import clean_shards
+from ..cleaning.output import clean_shards
 from .train import tokenizer_sha256
 
 FILES = ("tokens.bin", "flags.bin", "doc_offsets.bin", "doc_ids.jsonl")

@@ -26,7 +26,7 @@ from ..corpus.document import CorpusError
 from ..layout import corpus_dir, tokenizer_dir
 from ..progress import bar_on_terminal
 from ..splits import split_of
-from .corpus import clean_shards, iter_clean
+from ..cleaning.output import clean_shards, iter_clean
 from ..tokenizer_kinds import KIND_INFO, architectures_for
 
 # transformers' names for the roles; roles without one (eod, eop) and the sentinels are extra.

@@ -30,7 +30,7 @@ def default_task(params: Params) -> Path:
     """``docstring_next`` from the validation documents (rewritten each time: the same documents and
     seed give the same files); its YAML's path."""
     from ..splits import split_of
-    from ..tokenization.corpus import iter_clean
+    from ..cleaning.output import iter_clean
 
     held_out = [(i, t) for i, t in iter_clean(layout.corpus_dir(params)) if split_of(i, params.split) == "validation"]
     rows = harness_task.next_sentence_questions(held_out, seed=params.train.seed,

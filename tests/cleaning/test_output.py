@@ -1,4 +1,4 @@
-"""Reading the clean corpus (tokenization/corpus.py): every kept document once, shard by shard
+"""Reading the clean corpus (cleaning/output.py): every kept document once, shard by shard
 in name order, and the shard checksums a later stage's fingerprint depends on."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 
 from lmforge.config import Params
 from lmforge.corpus.document import SCHEMA
-from lmforge.tokenization.corpus import clean_shards, iter_clean
+from lmforge.cleaning.output import clean_shards, iter_clean
 
 
 def _shard(path, ids):

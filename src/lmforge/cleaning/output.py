@@ -1,4 +1,4 @@
-"""Reading the cleaned corpus (the clean stage's Parquet shards) in a stable order."""
+"""Reading the clean stage's output (its Parquet shards, in a stable order) for the stages after it."""
 
 from __future__ import annotations
 
