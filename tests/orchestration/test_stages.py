@@ -301,3 +301,16 @@ def test_augmentation_makes_the_masked_lm_an_input_of_both_fine_tuning_arms(grap
     graph = build_stages(params, root=graph_root)
     for name in ("finetune_gpt_task", "finetune_scratch_gpt_task"):
         assert "pretrain_bert" in graph[name].upstream and "models/bert/pretrain" in graph[name].deps
+
+
+def test_every_kinds_code_paths_exist_in_the_repository():
+    """The graph leaves out a kind's code path that does not exist (a project outside the repository
+    has no src/), so a path that moved would silently leave DVC's dependencies and Dagster's code
+    versions; in the repository every one must exist."""
+    from pathlib import Path
+
+    from lmforge.stages.kinds import KINDS
+
+    root = Path(__file__).resolve().parents[2]
+    missing = {name: p for name, kind in KINDS.items() for p in kind.code if not (root / p).exists()}
+    assert missing == {}
