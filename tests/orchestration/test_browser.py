@@ -262,7 +262,8 @@ def test_materialize_clean_from_the_ui(tmp_path):
         run = wait_for_run(server, run_id)
         assert run["status"] == "SUCCESS", f"{run}\n{server.tail()}"
         steps = {s["stepKey"]: s["status"] for s in run["stepStats"]}
-        assert steps == {"clean": "SUCCESS", "clean_not_empty": "SUCCESS", "clean_drop_rates": "SUCCESS"}, steps
+        assert steps == {"clean": "SUCCESS", "clean_not_empty": "SUCCESS", "clean_drop_rates": "SUCCESS",
+                         "clean_decontaminated": "SUCCESS"}, steps
         page.get_by_text("RUN_SUCCESS", exact=True).first.wait_for(state="visible")
         page.get_by_text("Success", exact=True).first.wait_for(state="visible")
         shots.take(page, "02-run-success.png")

@@ -33,7 +33,10 @@ def _dropouts(model: torch.nn.Module) -> set[float]:
 def test_pretrain_model_turns_dropout_off_while_pretraining_only(project, monkeypatch):
     from lmforge.training import finetune, pretrain
 
-    _recipe(project, "bert", lambda r: r["sizes"]["tiny"].update(pretrain_model={"dropout": 0.0, "attn_dropout": 0.0}))
+    # a rate the recipe's `model` also sets: pretraining takes pretrain_model's, the saved model keeps model's
+    _recipe(project, "bert", lambda r: r["sizes"]["tiny"].update(
+        model={**(r["sizes"]["tiny"].get("model") or {}), "attn_dropout": 0.1},
+        pretrain_model={"dropout": 0.0, "attn_dropout": 0.0}))
     params = load_params(write_params(project))
     seen: list[set[float]] = []
 

@@ -103,8 +103,9 @@ def report(cfg: CleanConfig, wd: Path, n_shards: int, evaluation: dc.EvaluationS
     tasks: dict[str, Any] = {}
     if evaluation.corpus_tasks is not None:
         for task, splits in evaluation.corpus_tasks(staged).items():
-            # (a reason names the output, not the folder it is staged in)
-            tasks[task] = {"skipped": splits.replace(str(staged), cfg.output)} if isinstance(splits, str) else \
+            # (a reason names "the clean output", not the folder it is staged in: the report is the
+            # same whatever the output is called)
+            tasks[task] = {"skipped": splits.replace(str(staged), "the clean output")} if isinstance(splits, str) else \
                 {split: counts(texts) for split, texts in splits.items()}
     for name, texts in evaluation.texts.items():
         tasks[name] = {"all": counts(texts)}

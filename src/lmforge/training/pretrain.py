@@ -100,7 +100,7 @@ def run_pretrain(params: Params, arch: str, *, log: Callable[[str], None] = prin
     check_trainable(params.train, size.preset, recipe.pretrain_head, overrides,
                     f"{recipe_path(params, arch)}: sizes.{params.train.size}")  # before any weight is allocated
     # pretraining-only settings (e.g. no dropout) change no weight: the saved model records `overrides` alone
-    model = build_model(size.preset, head=recipe.pretrain_head, **overrides, **size.pretrain_model)
+    model = build_model(size.preset, head=recipe.pretrain_head, **{**overrides, **size.pretrain_model})  # pretraining's own win
     ordered = bool(getattr(train_obj, "ordered", False))
     batch_size = batch_size_for(params, recipe, optim.batch_size, ordered)
     carry_memory = arch == "transformer_xl"
