@@ -22,8 +22,9 @@ the same examples and collate. Two options may follow a run's name, each after a
 builds the model with its vocabulary rounded up to a multiple of 64 rows (GPT-2's 50,257 to
 50,304: the LM head's matrix product on tensor-core-friendly shapes; the extra rows are never a
 target, and the FLOPs below still count the real vocabulary), ``+cudnn`` runs attention on cuDNN's
-kernels (``torch.nn.attention.sdpa_kernel``; on a CPU it changes nothing). E.g.
-``ours-compiled+pad+cudnn``.
+kernels (``torch.nn.attention.sdpa_kernel``; on a CPU it changes nothing), ``+nodrop`` builds the
+model with every dropout rate at 0 (as the tiny recipes pretrain: ``pretrain_model``; the
+Trainer's model is converted from it, so it has none either). E.g. ``ours-compiled+pad+cudnn``.
 
 Timing: after ``--warmup`` steps (compilation included) the GPU is synchronised, then
 ``--steps`` steps are timed, and the GPU synchronised again. Tokens are the batch's positions
@@ -50,6 +51,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import gc
 import inspect
 import json
@@ -65,7 +67,7 @@ import torch
 
 from lmforge.config import Params
 from lmforge.models.flops import flops_per_token as model_flops_per_token
-from lmforge.models.registry import build_model
+from lmforge.models.registry import build_model, preset_config
 from lmforge.objectives.base import Corpus, Document, Vocab, rng_for
 from lmforge.objectives.registry import OBJECTIVES
 from lmforge.training.data import ObjectiveDataModule
@@ -116,9 +118,16 @@ def parse_run(run: str) -> tuple[str, str, set[str]]:
     """``impl[-variant][+option...]`` -> (impl, variant, options); unknown parts are an error."""
     name, *options = run.split("+")
     impl, _, variant = name.partition("-")
-    if impl not in ("ours", "hf") or variant not in COMPILE_MODES or not set(options) <= {"pad", "cudnn"}:
-        raise ValueError(f"unknown run {run!r} (ours or hf, alone or with -compiled or -cudagraphs, then +pad, +cudnn)")
+    if impl not in ("ours", "hf") or variant not in COMPILE_MODES or not set(options) <= {"pad", "cudnn", "nodrop"}:
+        raise ValueError(f"unknown run {run!r} (ours or hf, alone or with -compiled or -cudagraphs, then +pad, +cudnn, "
+                         "+nodrop)")
     return impl, variant, set(options)
+
+
+def no_dropout(preset: str) -> dict[str, float]:
+    """Overrides that set every dropout rate of ``preset``'s config to 0 (``+nodrop``)."""
+    config = preset_config(preset)
+    return {f.name: 0.0 for f in dataclasses.fields(config) if "dropout" in f.name}
 
 
 def attention_kernels(options: set[str], cuda: bool):
@@ -313,7 +322,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--runs", default="ours,hf,ours-compiled,hf-compiled",
                     help="comma-separated: ours, hf, each with -compiled (torch.compile) or -cudagraphs "
                          "(torch.compile's reduce-overhead mode: the compiled step replayed as CUDA graphs), "
-                         "then +pad (the vocabulary padded to a multiple of 64) and +cudnn (cuDNN attention)")
+                         "then +pad (the vocabulary padded to a multiple of 64), +cudnn (cuDNN attention) and +nodrop "
+                         "(every dropout rate 0)")
     ap.add_argument("--batch", type=int, help="sequences per step (default: the model's)")
     ap.add_argument("--steps", type=int, default=30, help="timed steps")
     ap.add_argument("--warmup", type=int, default=10, help="untimed steps first (compilation happens here)")
@@ -364,11 +374,13 @@ def main(argv: list[str] | None = None) -> list[dict]:
         compiled = None if a.device_check else COMPILE_MODES[variant]
         torch.manual_seed(0)
         rows = -(-vocab.size // PAD_MULTIPLE) * PAD_MULTIPLE if "pad" in options else vocab.size
-        model = build_model(spec["preset"], head=spec["head"], **overrides, vocab_size=rows)
+        dropout = no_dropout(spec["preset"]) if "nodrop" in options else {}
+        model = build_model(spec["preset"], head=spec["head"], **overrides, **dropout, vocab_size=rows)
         per_token = flops_per_token(a.model, model, length, fraction, vocab_size=vocab.size)
         loop = run_ours if impl == "ours" else run_hf
         row = {"model": a.model, "run": run, "device": gpu_name, "batch": batch, "length": length, "steps": steps,
                "vocab_rows": rows, "attention": "cudnn" if "cudnn" in options and cuda else "sdpa",
+               "dropout": not dropout,
                "warmup": warmup, "workers": workers, "compile_mode": compiled, "parameters": sum(p.numel() for p in model.parameters()),
                "flops_per_token": per_token}
         try:

@@ -57,3 +57,29 @@ def test_the_padded_run_trains_on_a_cpu_and_says_so():
     rows = load_benchmark("mfu").main(["--model", "gpt2", "--device-check", "--runs", "ours+pad+cudnn"])
     assert "error" not in rows[0], rows[0]
     assert rows[0]["vocab_rows"] == 50304 and rows[0]["attention"] == "sdpa"  # cuDNN only on a GPU
+
+
+@pytest.mark.parametrize("preset, head", [("gpt2", "lm"), ("bert-base", "pretraining")])
+def test_nodrop_builds_a_model_without_dropout_and_the_trainers_copy_has_none_either(preset, head):
+    import torch
+
+    from lmforge.interop.hf import to_hf
+    from lmforge.models.registry import build_model
+
+    mfu = load_benchmark("mfu")
+    assert mfu.parse_run("hf-compiled+nodrop") == ("hf", "compiled", {"nodrop"})
+    small = dict(n_layers=1, d_model=32, n_heads=2, d_ff=64, vocab_size=128)
+    plain = build_model(preset, head=head, **small)
+    bare = build_model(preset, head=head, **small, **mfu.no_dropout(preset))
+
+    def rates(model):
+        return {m.p for m in model.modules() if isinstance(m, torch.nn.Dropout)}
+
+    assert rates(plain) == {0.1} and rates(bare) <= {0.0}
+    assert rates(to_hf(plain)) == {0.1} and rates(to_hf(bare)) == {0.0}
+
+
+def test_the_nodrop_run_trains_on_a_cpu_and_says_so():
+    rows = load_benchmark("mfu").main(["--model", "gpt2", "--device-check", "--runs", "ours+pad+nodrop"])
+    assert "error" not in rows[0], rows[0]
+    assert rows[0]["dropout"] is False and rows[0]["vocab_rows"] == 50304
