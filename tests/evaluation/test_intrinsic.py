@@ -300,3 +300,22 @@ class _LabelsOnly:
         shape = batch["labels"].shape
         self.logits = torch.zeros(*shape, 1)
         self.aux = {"backward_logits": torch.zeros(*shape, 1)}
+
+
+def test_at_bf16_mixed_the_forward_pass_runs_under_bf16_autocast_as_training_does():
+    from lmforge.models.registry import build_model
+
+    torch.manual_seed(0)
+    model = build_model("gpt-tiny", head="lm", vocab_size=64, n_positions=16)
+    ids = torch.randint(0, 64, (2, 16))
+    batch = {"input_ids": ids, "labels": ids}
+    full = evaluate_lm(model, [batch], "clm", vocab_size=64)
+    mixed = evaluate_lm(model, [batch], "clm", vocab_size=64, precision="bf16-mixed")
+    # by hand: the same pass under CPU bf16 autocast, the loss in float32
+    model.eval()
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        logits = model(input_ids=ids).logits
+    expected = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, 64).float(), ids[:, 1:].reshape(-1)).item()
+    assert mixed["loss"] == pytest.approx(expected, rel=1e-6)
+    assert mixed["loss"] != full["loss"] and mixed["loss"] == pytest.approx(full["loss"], rel=2e-2)
+    assert evaluate_lm(model, [batch], "clm", vocab_size=64, precision="32-true")["loss"] == full["loss"]

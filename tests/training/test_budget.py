@@ -81,6 +81,29 @@ def test_the_budget_stops_training_at_the_first_step_past_it_and_the_schedule_en
     assert rates == sorted(rates, reverse=True)  # linear decay over the budget's time
 
 
+def test_a_budget_that_stops_the_run_leaves_no_validation_pass_after_it(tmp_path):
+    import lightning.pytorch as pl
+
+    optim = OptimConfig(budget_minutes=1.0, batch_size=2, learning_rate=1e-2, schedule="linear")
+    budget = WallClockBudget(1.0, clock=FakeClock(7.0))
+    validated: list[int] = []
+
+    class Module(LMForgeModule):
+        def validation_step(self, batch, batch_idx):
+            validated.append(self.global_step)
+            return super().validation_step(batch, batch_idx)
+
+    data = [{"input_ids": torch.ones(4, dtype=torch.long)} for _ in range(200)]
+    loader = torch.utils.data.DataLoader(data, batch_size=2)
+    trainer = pl.Trainer(max_steps=-1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                         default_root_dir=tmp_path, accelerator="cpu", callbacks=[budget], val_check_interval=5,
+                         num_sanity_val_steps=0, limit_val_batches=2)
+    trainer.fit(Module(_Linear(), optim, budget=budget), loader, loader)
+    assert trainer.global_step == 9
+    # the scheduled pass at step 5 ran (2 batches); none at the stop, step 9
+    assert validated == [5, 5]
+
+
 def test_the_decay_follows_time_not_steps(tmp_path):
     """With linear decay and no warmup, the rate after the step ending at t seconds is
     peak x (1 - t / budget): the same fraction of the budget gives the same rate at any speed."""

@@ -426,6 +426,10 @@ def test_finetune_selects_on_validation_and_the_scratch_control_matches_it(proje
 
         classifier = load_model_dir(root / folder / "model")
         assert c["flops"] == pytest.approx(flops_per_token(classifier, c["positions_per_example"], 0.0) * c["tokens"])
+        # where its wall time went, phase by phase in the order they ran
+        assert list(m["timings"]) == ["setup", "first_step", "training", "best_weights", "scoring", "baselines", "outputs"]
+        assert all(t >= 0 for t in m["timings"].values())
+    assert sum(1 for line in logs if "finetune bert on task" in line and "(setup " in line and " baselines " in line) == 2
     assert {k: v for k, v in scratch["budget"].items()} == pretrained["budget"]
     assert scratch["fingerprint"] != pretrained["fingerprint"]
     # same architecture and config, none of the pretrained weights

@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -44,7 +45,9 @@ def test_pretrain_writes_model_history_metrics_and_mlflow_run(project):
 
     params = load_params(project / "params.yaml")
     logs: list[str] = []
+    called = time.monotonic()
     metrics = run_pretrain(params, "gpt", log=logs.append)
+    whole = time.monotonic() - called
     out = project / "models" / "gpt" / "pretrain"
     assert metrics["steps"] == 4
     assert json.loads((out / "metrics.json").read_text())["validation"]["loss"] == metrics["validation"]["loss"]
@@ -67,6 +70,12 @@ def test_pretrain_writes_model_history_metrics_and_mlflow_run(project):
     assert compute["positions_per_example"] == params.dataset.clm.block_size and 0 < compute["cpu_seconds"]
     v = metrics["validation"]
     assert 0 < v["loss"] and 0 <= v["accuracy"] <= 1 and v["predicted_tokens"] > 0 and v["bits_per_byte"] > 0
+    # where the wall time went, phase by phase in the order they ran, and named in the last log line
+    timings = metrics["timings"]
+    assert list(timings) == ["baselines", "setup", "first_step", "training", "final_evaluation", "outputs"]
+    assert all(t >= 0 for t in timings.values()) and timings["first_step"] > 0
+    assert sum(timings.values()) <= whole + 0.5  # parts of the call, none counted twice
+    assert "(baselines " in logs[-1] and "final_evaluation " in logs[-1]
     # the headline numbers follow from the loss: e^loss, and bits over the bpe tokenizer's bytes per token
     tokenizer = json.loads((Path(params.tokenizer.output) / "bpe" / "metrics.json").read_text())
     assert v["perplexity"] == pytest.approx(math.exp(v["loss"]), rel=1e-9)

@@ -65,9 +65,13 @@ def target_counts(batches: Iterable[dict[str, torch.Tensor]], objective: str, vo
 @torch.no_grad()
 def evaluate_lm(model: torch.nn.Module, batches: Iterable[dict[str, torch.Tensor]], objective: str, *,
                 vocab_size: int, unigram_counts: np.ndarray | None = None, bytes_per_token: float | None = None,
-                carry_memory: bool = False, device: torch.device | str = "cpu") -> dict[str, float]:
+                carry_memory: bool = False, device: torch.device | str = "cpu",
+                precision: str | None = None) -> dict[str, float]:
     """The numbers of the module docstring over ``batches`` (model in eval mode, memories carried
-    from batch to batch when ``carry_memory``)."""
+    from batch to batch when ``carry_memory``). ``precision`` is the one the model trains at
+    (Lightning's names): at ``bf16-mixed`` the forward pass runs under bf16 autocast as training
+    did (in float32 a base model's pass on a GPU took several times as long); the losses are
+    summed in float32 either way."""
     was_training = model.training
     model.eval()
     log_unigram = None
@@ -77,13 +81,16 @@ def evaluate_lm(model: torch.nn.Module, batches: Iterable[dict[str, torch.Tensor
     nll = correct = count = 0.0
     unigram_nll = 0.0
     mems = None
+    device_type = torch.device(device).type
+    autocast = torch.autocast(device_type, dtype=torch.bfloat16, enabled=(precision or "").startswith("bf16"))
     try:
         for batch in batches:
             batch = {k: v.to(device) for k, v in batch.items()}
             inputs = dict(batch)
             if carry_memory and mems is not None and mems[0].shape[0] == batch["input_ids"].shape[0]:
                 inputs["mems"] = mems
-            out = model(**inputs)
+            with autocast:
+                out = model(**inputs)
             mems = out.aux.get("mems") if carry_memory else None
             for source, key, shift in scored_pairs(objective):
                 logits, labels = _aligned(out, batch, source, key, shift)

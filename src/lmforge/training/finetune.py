@@ -75,6 +75,7 @@ from .pretrain import draw_run_charts, tokenizer_overrides, tracking_factory
 from .recipes import (FinetuneRecipe, Recipe, SizeRecipe, load_recipe, recipe_path, resolve_finetune_budget, size_recipe,
                       unset_budget)
 from .compute import compute_record, device_name, labelled_fraction
+from .phases import PhaseClock
 from .run import History, build_trainer, check_trainable, start_attempt, world_size
 from .warm_start import reinit_top_layers, shrink_and_perturb
 
@@ -364,6 +365,7 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
                                   recipe=f"{params.train.recipes}/{arch}.yaml"),
               "stage": "finetune", "architecture": arch, "task": task.name, "init": init})
     started, cpu_started = time.time(), time.process_time()
+    phases = PhaseClock()
     with tracker:
         tracker.log_params({"architecture": arch, "task": task.name, "mode": mode, "preset": preset, "init": init,
                             "optim": optim.model_dump(mode="json"), "finetune": ft.model_dump(mode="json"),
@@ -373,7 +375,7 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
                                      every=min(optim.eval_every, optim.max_steps), patience=ft.patience,
                                      history=history, log=log)
         progress = TrainingProgress(f"finetune {arch} on {task.name} ({init})", history)
-        trainer = build_trainer(params, optim, attempt.dir, [history, selection, progress], has_validation=True,
+        trainer = build_trainer(params, optim, attempt.dir, [history, selection, progress, phases], has_validation=True,
                                 best_on_loss=False)
         epochs = f" ({size.finetune.epochs:g} epochs)" if size.finetune.epochs else ""
         log(f"finetune {arch} on {task.name} ({mode}, {init}): {len(encoded['train'])} training examples, "
@@ -383,21 +385,25 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
         if not trainer.is_global_zero:
             return {}
         selection.finish(trainer, module)  # the best validation weights, before the test split is scored
+        phases.mark("best_weights")
         from ..charts.training import confusion_matrix
 
         results = {"validation": scorers["validation"](model, module.device)}
         confusion = None
         if not classifying:
             results["test"] = scorers["test"](model, module.device)
+            phases.mark("scoring")
             baseline_scores = family_baselines(task, params.train.seed)
         else:
             test_predicted, test_gold = predict(model, _batches(encoded["test"], data.collate), mode, candidates,
                                                 device=module.device)
             results["test"] = prediction_scores(test_predicted, test_gold, task.label_names)
+            phases.mark("scoring")
             confusion = {"labels": list(task.label_names),  # rows: gold label, columns: predicted
                          "matrix": confusion_matrix(test_predicted, test_gold, num_labels)}
             baseline_scores = {"majority": baselines.majority_baseline(task),
                                "bag_of_words": baselines.bag_of_words_baseline(task, seed=params.train.seed)}
+        phases.mark("baselines")  # the task's own baselines, fitted here (bag of words: a logistic regression)
         metrics = {
             "architecture": arch, "task": task.name, "family": family, "mode": mode, "preset": preset, "init": init,
             "metric": task.info.get("metric", "accuracy"),  # the task's own (GLUE's for a GLUE task)
@@ -444,17 +450,19 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
             name = f"lmforge-{arch}-{slug}"
             version = tracker.log_model(model_dir, name="model", registered_name=name)
             metrics["registered_model"] = {"name": name, "version": str(version.version)} if version else None
+        phases.mark("outputs")
+        metrics["timings"] = phases.summary()
         atomic_write_json(staged / "metrics.json", metrics)
         attempt.publish(params.train.keep_attempts, log)
     t, own = metrics["test"], metrics["metric"]
     if not classifying:
         log(f"finetune {arch} on {task.name} ({init}): best validation {'entity ' if family == 'tagging' else ''}"
             f"{select} {selection.best_value:.3f} at step {selection.best_step} of {trainer.global_step}; "
-            f"{family_summary(metrics, select)} in {metrics['seconds']:.0f}s")
+            f"{family_summary(metrics, select)} in {metrics['seconds']:.0f}s ({phases.describe()})")
         return metrics
     log(f"finetune {arch} on {task.name} ({init}): best validation {ft.metric} {selection.best_value:.3f} at step "
         f"{selection.best_step} of {trainer.global_step}; test "
         + (f"{own} {t[own]:.3f}, " if own != "accuracy" else "") + f"accuracy {t['accuracy']:.3f}, "
         f"macro-F1 {t['macro_f1']:.3f} (majority {metrics['baselines']['majority']['accuracy']:.3f}, bag of words "
-        f"{metrics['baselines']['bag_of_words']['accuracy']:.3f}) in {metrics['seconds']:.0f}s")
+        f"{metrics['baselines']['bag_of_words']['accuracy']:.3f}) in {metrics['seconds']:.0f}s ({phases.describe()})")
     return metrics

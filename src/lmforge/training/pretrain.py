@@ -37,7 +37,9 @@ from .module import LMForgeModule
 from .progress import TrainingProgress
 from .recipes import Recipe, load_recipe, recipe_path, size_recipe, unset_budget
 from .compute import compute_record, device_name, labelled_fraction
-from .run import History, build_trainer, check_trainable, evaluation_device, is_rank_zero, start_attempt, world_size
+from .phases import PhaseClock
+from .run import (History, build_trainer, check_trainable, evaluation_device, is_rank_zero, resolve_precision, start_attempt,
+                  world_size)
 
 
 def tokenizer_overrides(preset: str, vocab: Vocab) -> dict[str, Any]:
@@ -116,6 +118,7 @@ def run_pretrain(params: Params, arch: str, *, log: Callable[[str], None] = prin
     attempt = start_attempt(out_dir, fp, log, restart=params.train.restart)
     resume = attempt.resume
     n_params = sum(p.numel() for p in model.parameters())
+    phases = PhaseClock()
     first_batches = list(_train_batches(data, 50))  # the unigram baseline's counts and the predicted share
     counts = target_counts(first_batches, recipe.objective, vocab.size)
     predicted = labelled_fraction(first_batches)
@@ -124,7 +127,7 @@ def run_pretrain(params: Params, arch: str, *, log: Callable[[str], None] = prin
     def intrinsic(device) -> dict[str, float]:
         return evaluate_lm(model, data.validation_loader(params.evaluate.validation_batches), recipe.objective,
                            vocab_size=vocab.size, unigram_counts=counts, bytes_per_token=bytes_per_token,
-                           carry_memory=carry_memory, device=device)
+                           carry_memory=carry_memory, device=device, precision=resolve_precision(params.train))
 
     # where the untrained model stands (the same initial weights on a resumed run: same seed), on
     # the device it trains on: on a CPU beside a GPU a base model's pass took minutes
@@ -134,6 +137,7 @@ def run_pretrain(params: Params, arch: str, *, log: Callable[[str], None] = prin
         model.to(device)
         start = intrinsic(device)
         model.cpu()  # the Trainer places it (and builds the optimizer) as on a run without this pass
+    phases.mark("baselines")  # the unigram counts from the first batches, the untrained model's validation
 
     from .. import tracking
     from ..models.folder import save_model_dir
@@ -151,7 +155,7 @@ def run_pretrain(params: Params, arch: str, *, log: Callable[[str], None] = prin
                             "train": params.train.model_dump(mode="json"),
                             "dataset": getattr(params.dataset, recipe.objective).model_dump(mode="json")})
         history = History(params.train.log_every, sink=tracker.log_metrics)
-        callbacks = [history, TrainingProgress(f"pretrain {arch}", history, budget=budget)]
+        callbacks = [history, TrainingProgress(f"pretrain {arch}", history, budget=budget), phases]
         trainer = build_trainer(params, optim, attempt.dir, callbacks + ([budget] if budget else []),
                                 has_validation=data.val_data is not None)
         length = f"{optim.budget_minutes:g} minutes" if budget else f"{optim.max_steps} steps"
@@ -162,6 +166,7 @@ def run_pretrain(params: Params, arch: str, *, log: Callable[[str], None] = prin
             return {}
         # intrinsic evaluation on the whole validation split, against the unigram baseline of the train targets
         final = intrinsic(module.device)
+        phases.mark("final_evaluation")
         metrics = {
             "architecture": arch, "objective": recipe.objective, "tokenizer": kind, "preset": size.preset,
             "parameters": n_params, "steps": trainer.global_step, "optim": optim.model_dump(mode="json"),
@@ -190,12 +195,14 @@ def run_pretrain(params: Params, arch: str, *, log: Callable[[str], None] = prin
         if params.tracking.register_models:
             version = tracker.log_model(model_dir, name="model", registered_name=f"lmforge-{arch}")
             metrics["registered_model"] = {"name": f"lmforge-{arch}", "version": str(version.version)} if version else None
+        phases.mark("outputs")  # the model, the history, the charts, the tracker's copies
+        metrics["timings"] = phases.summary()
         atomic_write_json(staged / "metrics.json", metrics)
         attempt.publish(params.train.keep_attempts, log)
     v = final
     log(f"pretrain {arch}: validation loss {start['loss'] if start else float('nan'):.3f} -> "
         f"{v['loss']:.3f} (unigram {v.get('unigram_loss', float('nan')):.3f}, uniform {v['uniform_loss']:.3f}), "
-        f"accuracy {v['accuracy']:.3f} in {metrics['seconds']:.0f}s")
+        f"accuracy {v['accuracy']:.3f} in {metrics['seconds']:.0f}s ({phases.describe()})")
     return metrics
 
 
