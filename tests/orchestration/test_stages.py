@@ -314,3 +314,34 @@ def test_every_kinds_code_paths_exist_in_the_repository():
     root = Path(__file__).resolve().parents[2]
     missing = {name: p for name, kind in KINDS.items() for p in kind.code if not (root / p).exists()}
     assert missing == {}
+
+
+def test_each_kind_declares_only_its_own_stages_and_the_graph_is_their_union(graph_root):
+    from lmforge.stages import KINDS as SPECS
+    from lmforge.stages.context import GraphContext
+
+    params = graph_project(graph_root, train={"architectures": ["gpt", "bert", "t5"]})
+    ctx = GraphContext.create(params, graph_root)
+    declared_by: dict[str, set[str]] = {}
+    for spec in SPECS.values():
+        before = set(ctx.stages)
+        spec.declare(ctx)
+        declared_by[spec.name] = set(ctx.stages) - before
+        assert {ctx.stages[n].kind for n in declared_by[spec.name]} <= {spec.name}
+    graph = build_stages(params, root=graph_root)
+    assert list(graph.stages) == list(ctx.stages)  # in the kinds' order
+    assert declared_by["pretrain"] == {"pretrain_gpt", "pretrain_bert", "pretrain_t5"}
+    assert declared_by["quality"] == set()  # quality.enabled is false
+    # the graph adds each kind's code to its stages' inputs and its kind to each stage
+    for stage in graph:
+        assert stage.spec is SPECS[stage.kind]
+        assert ctx.stages[stage.name].deps == stage.deps[:len(ctx.stages[stage.name].deps)]
+
+
+def test_a_stage_outside_a_graph_says_so_when_run(graph_root):
+    from lmforge.stages import Output, Stage
+
+    stage = Stage(name="clean", kind="clean", description="", command=("clean",), upstream=(), deps=(), params=(),
+                  outputs=(Output("data/clean"),))
+    with pytest.raises(RuntimeError, match="not part of a graph"):
+        stage.summary({})

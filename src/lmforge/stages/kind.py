@@ -92,6 +92,9 @@ class StageKind:
     check: Callable[[Any, Params, Path], list[CheckOutcome]] | None = None
     metadata: Callable[[Any, Params, Path], dict[str, Any]] | None = None
     subprocess: bool = False                     # training: its own process (torchrun when devices > 1)
+    # declares the kind's stages in the graph (``declare(ctx)``, ctx a ``stages.context.GraphContext``:
+    # each stage's name, inputs, outputs, parameters, command and description)
+    declare: Callable[[Any], None] | None = None
     # the file its finished output folder always holds (with the run's fingerprint): a folder
     # without it was not made by the stage and is not replaced (artifacts.check_output); None
     # for a stage that writes files rather than a folder it replaces whole

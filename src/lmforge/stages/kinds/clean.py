@@ -6,6 +6,8 @@ from pathlib import Path
 
 from ...config import Params
 from ..kind import CheckOutcome, CheckSpec, StageKind, Table, charts, read_record, read_json_or_empty
+from ..metrics import metrics_path
+from ..stage import Output, Stage
 
 
 def evaluation_sets(params: Params):
@@ -140,7 +142,33 @@ CHARTS = {"drops": "documents and bytes removed by each rule", "lengths": "docum
           "decontamination": "evaluation examples found in the training documents, before and after"}
 
 
+def declare(ctx) -> None:
+    """The clean stage: its inputs are the local folders of clean.inputs, the earlier clean outputs
+    it deduplicates against and, when decontamination is on, the task and text files it reads."""
+    from ...finetuning.tasks import CORPUS_TASKS
+
+    params, rel = ctx.params, ctx.rel
+    local_inputs = [rel(i) for i in params.clean.inputs if i != "stdlib" and not i.startswith("hf:")]
+    # earlier clean outputs whose documents the run drops (their saved signatures are read)
+    local_inputs += [rel(p) for p in params.clean.near_dedup.against]
+    clean_params: tuple[str, ...] = ("clean",)
+    decon = params.clean.decontaminate
+    if decon.enabled:  # the evaluation texts: the held-out split, the tasks, the listed files and folders
+        clean_params += ("split", "finetune.tasks")
+        evaluation = [*(params.finetune.tasks if decon.tasks else []), *decon.texts]
+        local_inputs += [rel(t) for t in evaluation if t not in CORPUS_TASKS and not t.startswith("hf:")]
+    ctx.add(Stage(
+        name="clean", kind="clean",
+        description="The C4 rules, language ID, bad-words filter, line and near-duplicate dedup over clean.inputs, "
+                    "then decontamination against the evaluation texts; Parquet shards, stats.json (counts, drop "
+                    "reasons), decontamination.json and samples of dropped documents.",
+        command=("clean",), upstream=(), deps=tuple(dict.fromkeys(local_inputs)),
+        params=clean_params, outputs=(Output(ctx.clean_out), Output(rel(metrics_path(ctx.clean_out)), kind="metrics")),
+    ))
+
+
 KIND = StageKind(
+    declare=declare,
     name="clean", record="stats.json", group="corpus",
     code=("src/lmforge/cleaning", "src/lmforge/corpus", "src/lmforge/resources", "src/lmforge/finetuning/tasks"),
     tools=frozenset({"python", "parquet"}),

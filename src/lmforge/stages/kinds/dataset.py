@@ -6,9 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-from ...config import Params
+from ... import layout
+from ...config import ConfigError, Params
 from ...datasets.rates import NOISE
 from ..kind import CheckOutcome, CheckSpec, JsonValue, StageKind, charts, numbers, read_record, read_json_or_empty
+from ..metrics import metrics_path
+from ..stage import Output, Stage
 
 
 def run(params: Params, stage, log) -> dict:
@@ -62,7 +65,34 @@ def metadata(stage, params: Params, out: Path) -> dict:
     return meta
 
 
+def declare(ctx) -> None:
+    """A dataset stage per objective in dataset.objectives and per objective a recipe trains on."""
+    from ...objectives.registry import tokenizer_kind
+
+    params, rel = ctx.params, ctx.rel
+    objectives = list(params.dataset.objectives)
+    for recipe in ctx.recipes.values():
+        if recipe.objective not in objectives:
+            objectives.append(recipe.objective)
+    for objective in objectives:
+        kind = tokenizer_kind(objective)
+        if f"tokens_{kind}" not in ctx.stages:
+            raise ConfigError(f"dataset.objectives: {objective!r} reads {kind} tokens, but {kind!r} is not in tokenizer.kinds")
+        ctx.add(Stage(
+            name=f"dataset_{objective}", kind="dataset",
+            description=f"The {objective} objective over the {kind} token stores: stats.json (realised mask / noise "
+                        "rates, span lengths, label balance, lengths); in static mode epoch 0's examples as Parquet.",
+            command=("dataset", objective), upstream=(f"tokens_{kind}", f"tokenizer_{kind}"),
+            deps=(rel(layout.token_store_dir(params, kind)), rel(layout.tokenizer_dir(params, kind))),
+            params=(f"dataset.{objective}", "dataset.mode", "dataset.seed", "dataset.statistics_examples"),
+            outputs=(Output(rel.output(layout.dataset_dir(params, objective), "dataset.output")),
+                     Output(rel(metrics_path(layout.dataset_dir(params, objective))), kind="metrics")),
+            key={"objective": objective},
+        ))
+
+
 KIND = StageKind(
+    declare=declare,
     name="dataset", record="stats.json", group="datasets",
     code=("src/lmforge/datasets", "src/lmforge/objectives"),
     tools=frozenset({"python", "json"}),

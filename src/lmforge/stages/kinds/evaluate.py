@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ... import layout
 from ...config import Params
 from ...evaluation.report.leaderboard import PLATEAU_NATS, on_plateau
 from ...finetuning.headline import baseline_headlines, headline, headline_metric
 from ...training.evaluate import transfer_gain
 from ..kind import CheckOutcome, CheckSpec, Markdown, StageKind, numbers, read_record, read_json_or_empty
+from ..stage import Output, Stage
 
 
 def run(params: Params, stage, log) -> dict:
@@ -77,7 +79,33 @@ def metadata(stage, params: Params, out: Path) -> dict:
     return meta
 
 
+def declare(ctx) -> None:
+    """An evaluate stage per enabled architecture, over its pretraining and fine-tunings; the
+    zero-shot harness's built-in task reads the corpus's held-out documents, a YAML task its file."""
+    params, rel = ctx.params, ctx.rel
+    harness_deps = tuple(rel(t) for t in params.evaluate.harness if t.endswith((".yaml", ".yml")))
+    harness_upstream: tuple[str, ...] = ()
+    if "docstring_next" in params.evaluate.harness:
+        harness_deps = (ctx.corpus, *harness_deps)
+        harness_upstream = (ctx.corpus_stage,) if ctx.corpus_stage else ()
+    harness_params = ("evaluate.harness", "evaluate.harness_questions", "train.seed") if params.evaluate.harness else ()
+    for arch in ctx.recipes:
+        pre_out = rel(layout.pretrain_dir(params, arch))
+        finetuned = [(s.name, s.paths[0]) for s in ctx.declared("finetune", arch=arch)]
+        ctx.add(Stage(
+            name=f"evaluate_{arch}", kind="evaluate",
+            description=f"Gather {arch}'s intrinsic (validation loss, bits per byte, unigram baseline) and downstream "
+                        "results, log them to MLflow, move the registry's champion alias only on improvement.",
+            command=("evaluate", arch), upstream=(f"pretrain_{arch}", *(n for n, _ in finetuned), *harness_upstream),
+            deps=(pre_out, *(o for _, o in finetuned), *harness_deps),
+            params=("finetune.tasks", "finetune.scratch_control", "tracking.promotion_metric", *harness_params),
+            outputs=(Output(rel(layout.evaluation_file(params, arch))),),
+            key={"arch": arch},
+        ))
+
+
 KIND = StageKind(
+    declare=declare,
     name="evaluate", group="evaluation",
     code=("src/lmforge/training/evaluate.py", "src/lmforge/inference/samples.py", "src/lmforge/training/harness.py",
           "src/lmforge/evaluation/harness.py", "src/lmforge/evaluation/harness_task.py",

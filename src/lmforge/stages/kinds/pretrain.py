@@ -5,8 +5,10 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from ... import layout
 from ...config import Params
 from ..kind import CheckOutcome, CheckSpec, MlflowRun, StageKind, image, logged_losses, numbers, read_json_or_empty
+from ..stage import Output, Stage
 
 
 def run(params: Params, stage, log) -> dict:
@@ -43,7 +45,34 @@ def metadata(stage, params: Params, out: Path) -> dict:
     return meta
 
 
+def declare(ctx) -> None:
+    """A pretraining stage per enabled architecture, on its recipe's objective."""
+    from ...objectives.registry import tokenizer_kind
+    from ...training.recipes import recipe_param_keys, recipe_path
+
+    params, rel = ctx.params, ctx.rel
+    for arch, recipe in ctx.recipes.items():
+        kind = tokenizer_kind(recipe.objective)
+        recipe_file = rel(recipe_path(params, arch))
+        ctx.add(Stage(
+            name=f"pretrain_{arch}", kind="pretrain",
+            description=f"Pretrain {arch} ({recipe.objective} on {kind} tokens, recipe {recipe_file}) with Lightning; "
+                        "the model (safetensors), history.csv, loss.png, metrics.json (the checkpoints stay in the "
+                        "attempt folder beside it); an MLflow run.",
+            command=("pretrain", arch),
+            upstream=(f"dataset_{recipe.objective}", f"tokens_{kind}", f"tokenizer_{kind}"),
+            deps=(rel(layout.dataset_dir(params, recipe.objective)), rel(layout.token_store_dir(params, kind)),
+                  rel(layout.tokenizer_dir(params, kind))),
+            params=(f"dataset.{recipe.objective}", "dataset.seed", "train.size", "train.seed", "train.precision",
+                    "train.max_steps", "train.log_every", "evaluate.validation_batches"),
+            outputs=(Output(rel.output(layout.pretrain_dir(params, arch), "train.output")),),
+            key={"arch": arch, "objective": recipe.objective, "kind": kind},
+            recipe=recipe_file, recipe_params=tuple(recipe_param_keys(params, arch, "pretrain", ctx.root)),
+        ))
+
+
 KIND = StageKind(
+    declare=declare,
     name="pretrain", record="metrics.json", group="pretraining",
     code=("src/lmforge/training", "src/lmforge/models", "src/lmforge/datasets", "src/lmforge/objectives",
           "src/lmforge/evaluation/intrinsic.py"),

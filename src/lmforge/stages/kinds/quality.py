@@ -7,6 +7,8 @@ from pathlib import Path
 
 from ...config import Params
 from ..kind import CheckOutcome, CheckSpec, JsonValue, StageKind, Table, charts, read_json_or_empty, read_record
+from ..metrics import metrics_path
+from ..stage import Output, Stage
 
 
 def run(params: Params, stage, log) -> dict:
@@ -76,7 +78,26 @@ def metadata(stage, params: Params, out: Path) -> dict:
 CHARTS = {"scores": "the classifier's scores: held-out reference and corpus documents; the corpus, kept and dropped"}
 
 
+def declare(ctx) -> None:
+    """The optional quality filter: when enabled, the stages after it read its output instead of clean's."""
+    if ctx.quality_out is None:
+        return
+    params, rel = ctx.params, ctx.rel
+    reference_inputs = [rel(i) for i in params.quality.reference if i != "stdlib" and not i.startswith("hf:")
+                        and "://" not in i]
+    ctx.add(Stage(
+        name="quality", kind="quality",
+        description="A classifier (hashed word 1-2 grams, logistic regression: fastText's model family) trained on "
+                    "quality.reference against the clean corpus scores each clean document; the top "
+                    "quality.keep_fraction are kept as Parquet shards with their scores, beside the model, its "
+                    "held-out accuracy and AUC, and samples of kept and dropped documents.",
+        command=("quality",), upstream=("clean",), deps=(ctx.clean_out, *reference_inputs),
+        params=("quality",), outputs=(Output(ctx.quality_out), Output(rel(metrics_path(ctx.quality_out)), kind="metrics")),
+    ))
+
+
 KIND = StageKind(
+    declare=declare,
     name="quality", record="stats.json", group="corpus",
     code=("src/lmforge/cleaning/quality.py", "src/lmforge/cleaning/quality_stage.py", "src/lmforge/corpus"),
     tools=frozenset({"python", "sklearn", "parquet"}),

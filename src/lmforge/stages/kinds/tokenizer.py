@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ... import layout
 from ...config import Params
 from ..kind import CheckOutcome, CheckSpec, StageKind, charts, read_record, read_json_or_empty
+from ..metrics import metrics_path
+from ..stage import Output, Stage
 
 
 def run(params: Params, stage, log) -> dict:
@@ -49,7 +52,24 @@ def metadata(stage, params: Params, out: Path) -> dict:
     return meta
 
 
+def declare(ctx) -> None:
+    """A tokenizer stage per kind in tokenizer.kinds and per kind a recipe's objective reads."""
+    params, rel = ctx.params, ctx.rel
+    for kind in ctx.tokenizer_kinds():
+        ctx.add(Stage(
+            name=f"tokenizer_{kind}", kind="tokenizer",
+            description=f"The {kind} tokenizer trained on the clean corpus's train split; tokenizer.json that "
+                        "transformers loads, metrics.json (tokens per word, bytes per token, unknown rate).",
+            command=("tokenizer", "--kind", kind), upstream=(ctx.corpus_stage,) if ctx.corpus_stage else (),
+            deps=(ctx.corpus,),
+            params=("tokenizer.input", "tokenizer.max_training_documents", f"tokenizer.{kind}", "split"),
+            outputs=(Output(rel.output(layout.tokenizer_dir(params, kind), "tokenizer.output")),
+                     Output(rel(metrics_path(layout.tokenizer_dir(params, kind))), kind="metrics")), key={"kind": kind},
+        ))
+
+
 KIND = StageKind(
+    declare=declare,
     name="tokenizer", record="metrics.json", group="tokenizers",
     code=("src/lmforge/tokenization",),
     tools=frozenset({"huggingface", "json"}),

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...config import Params
+from ... import layout
+from ...config import ConfigError, Params
 from ..kind import CheckOutcome, CheckSpec, StageKind, Table, charts, read_record, read_json_or_empty
+from ..metrics import metrics_path
+from ..stage import Output, Stage
 
 
 def run(params: Params, stage, log) -> dict:
@@ -45,7 +48,29 @@ def metadata(stage, params: Params, out: Path) -> dict:
     return meta
 
 
+def declare(ctx) -> None:
+    """A token store per kind in tokenize.kinds (default: tokenizer.kinds) and per kind a recipe reads."""
+    params, rel = ctx.params, ctx.rel
+    store_kinds = list(params.tokenize.kinds or params.tokenizer.kinds)
+    for kind in ctx.tokenizer_kinds():
+        if kind not in store_kinds:
+            store_kinds.append(kind)
+    for kind in store_kinds:
+        if f"tokenizer_{kind}" not in ctx.stages:
+            raise ConfigError(f"tokenize.kinds: {kind!r} is not in tokenizer.kinds {params.tokenizer.kinds}")
+        ctx.add(Stage(
+            name=f"tokens_{kind}", kind="tokens",
+            description=f"The clean corpus encoded with the {kind} tokenizer: memory-mapped token stores per split.",
+            command=("tokenize", "--kind", kind), upstream=(ctx.corpus_stage or "clean", f"tokenizer_{kind}"),
+            deps=(ctx.corpus, rel(layout.tokenizer_dir(params, kind))),
+            params=("tokenize.batch_size", "tokenize.mixture", "tokenize.mixture_seed", "split"),
+            outputs=(Output(rel.output(layout.token_store_dir(params, kind), "tokenize.output")),
+                     Output(rel(metrics_path(layout.token_store_dir(params, kind))), kind="metrics")), key={"kind": kind},
+        ))
+
+
 KIND = StageKind(
+    declare=declare,
     name="tokens", record="manifest.json", group="tokenizers",
     code=("src/lmforge/tokenization", "src/lmforge/splits.py"),
     tools=frozenset({"numpy"}),
