@@ -7,8 +7,8 @@
 #   OUT=results benchmarks/gpu_round.sh --dry    # the same steps at toy size on a CPU (the test suite runs this)
 #
 # Everything is written under $OUT as it happens, so a run stopped at its time limit keeps what
-# it finished (at most 8 files: round.log, mfu.jsonl, mfu.log, pytest_gpu.log, e2e.log,
-# stages.csv, leaderboard.md):
+# it finished (8 files: round.log, mfu.jsonl, mfu.log, pytest_gpu.log, e2e.log, stages.csv,
+# training.csv, leaderboard.md):
 #   1. the end-to-end run's data stages (clean, tokenizers, token stores, datasets: CPU work)
 #      start in the background on a corpus larger than the demo (the standard library's and
 #      several installed packages' docstrings), while
@@ -17,7 +17,8 @@
 #   3. then the end-to-end run's training stages (every architecture pretrained for a short budget,
 #      fine-tuned, and fine-tuned from scratch as the control), evaluate and report, while
 #      `pytest -m gpu` runs beside it with a per-test time limit;
-#   4. stages.csv (each Dagster step's time) and leaderboard.md (the transfer table).
+#   4. stages.csv (each Dagster step's time), training.csv (each finished training: its timings,
+#      a fine-tuning's test accuracy) and leaderboard.md (the transfer table).
 # Parameters reach the pipeline through --set only: the project's params.yaml is never rewritten.
 # The scratch project lives in GPU_ROUND_WORK (default /tmp/lmforge-gpu-round), made by this
 # script (a folder there that this script did not make is refused).

@@ -1,5 +1,8 @@
 """What the GPU round's end-to-end run did, from the records it left: each Dagster step's time
-(``stages.csv``) and the leaderboard with its transfer columns (``leaderboard.md``).
+(``stages.csv``), each finished training's record (``training.csv``: its steps, seconds, where
+they went, and a fine-tuning's test accuracy, so that the fine-tunings that finished give their
+transfer gains even when the run was stopped before its report) and the leaderboard with its
+transfer columns (``leaderboard.md``).
 
     python benchmarks/gpu_round_report.py --dagster-home WORK/dagster --project WORK/project --out OUT
 
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import os
 import shutil
 import sys
@@ -36,6 +40,30 @@ def step_rows(dagster_home: Path) -> list[dict]:
     return rows
 
 
+def training_rows(models: Path) -> list[dict]:
+    """One row per finished training under ``models`` (``<arch>/<run>/metrics.json``: ``pretrain``,
+    ``<task>`` or ``<task>-scratch``), with its timings (seconds per phase)."""
+    rows = []
+    for record in sorted(models.glob("*/*/metrics.json")):
+        m = json.loads(record.read_text(encoding="utf-8"))
+        pretraining = record.parent.name == "pretrain"
+        test = m.get("test") or {}
+        rows.append({"architecture": record.parent.parent.name, "run": record.parent.name,
+                     "init": "" if pretraining else m.get("init", ""), "task": "" if pretraining else m.get("task", ""),
+                     "steps": m.get("steps", ""), "seconds": m.get("seconds", ""),
+                     "validation_loss": (m.get("validation") or {}).get("loss", "") if pretraining else "",
+                     "test_accuracy": test.get("accuracy", "") if isinstance(test, dict) else "",
+                     **{f"t_{k}": v for k, v in (m.get("timings") or {}).items()}})
+    return rows
+
+
+def transfer_gains(rows: list[dict]) -> list[tuple[str, str, float, float]]:
+    """(architecture, task, pretrained accuracy, scratch accuracy) where both arms finished."""
+    arms = {(r["architecture"], r["task"], r["init"]): r["test_accuracy"] for r in rows if r["task"]}
+    return [(arch, task, acc, arms[(arch, task, "scratch")]) for (arch, task, init), acc in sorted(arms.items())
+            if init == "pretrained" and acc != "" and arms.get((arch, task, "scratch"), "") != ""]
+
+
 def write_report(dagster_home: Path, project: Path, out: Path) -> list[dict]:
     out.mkdir(parents=True, exist_ok=True)
     rows = step_rows(dagster_home) if dagster_home.is_dir() else []
@@ -49,6 +77,16 @@ def write_report(dagster_home: Path, project: Path, out: Path) -> list[dict]:
     for r in rows:
         if r["status"] != "SUCCESS":
             print(f"  {r['step']}: {r['status']}")
+    trainings = training_rows(project / "models")
+    columns = list(dict.fromkeys(k for r in trainings for k in r))
+    with open(out / "training.csv", "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=columns or ["architecture"], restval="")
+        writer.writeheader()
+        writer.writerows(trainings)
+    print(f"gpu_round_report: {len(trainings)} trainings finished")
+    for arch, task, pretrained, scratch in transfer_gains(trainings):
+        print(f"  {arch} on {task}: test accuracy {pretrained:.4f} pretrained, {scratch:.4f} from scratch, "
+              f"gain {100 * (pretrained - scratch):+.1f} points")
     board = project / "data" / "report" / "leaderboard.md"
     if board.is_file():
         shutil.copyfile(board, out / "leaderboard.md")

@@ -30,7 +30,7 @@ def test_the_dry_round_runs_every_step_and_writes_its_results(tmp_path):
         assert done.returncode == 0, done.stderr[-3000:]
     assert "e2e: data stages start" not in done.stderr  # the second call did not run them again
     assert sorted(p.name for p in out.iterdir()) == ["e2e.log", "leaderboard.md", "mfu.jsonl", "mfu.log",
-                                                     "pytest_gpu.log", "round.log", "stages.csv"]
+                                                     "pytest_gpu.log", "round.log", "stages.csv", "training.csv"]
     # MFU: every run the GPU round times, each through its loop (eager on the CPU), none failed
     rows = [json.loads(line) for line in (out / "mfu.jsonl").read_text().splitlines()]
     assert [(r["model"], r["run"]) for r in rows] == [("gpt2", "ours-compiled+pad"), ("gpt2", "ours-compiled+pad+nodrop"),
@@ -46,6 +46,12 @@ def test_the_dry_round_runs_every_step_and_writes_its_results(tmp_path):
     assert {"clean", "tokenizer_bpe", "dataset_clm", "pretrain_gpt", "finetune_gpt_docstring_kind",
             "finetune_scratch_gpt_docstring_kind", "evaluate_gpt", "report"} <= names, names
     assert all(s["status"] == "SUCCESS" for s in steps), [s for s in steps if s["status"] != "SUCCESS"]
+    # every training's record, with where its time went
+    with open(out / "training.csv", newline="") as f:
+        trainings = {(r["architecture"], r["run"]): r for r in csv.DictReader(f)}
+    assert set(trainings) == {("gpt", "pretrain"), ("gpt", "docstring_kind"), ("gpt", "docstring_kind-scratch")}
+    assert float(trainings[("gpt", "pretrain")]["t_final_evaluation"]) >= 0
+    assert trainings[("gpt", "docstring_kind-scratch")]["init"] == "scratch"
     board = (out / "leaderboard.md").read_text().splitlines()
     header = next(line for line in board if line.startswith("| architecture | objective"))
     row = next(line for line in board if line.startswith("| gpt |"))
@@ -66,3 +72,31 @@ def test_the_round_refuses_a_work_folder_it_did_not_make(tmp_path):
     assert done.returncode == 2
     assert "was not made by this script" in done.stderr
     assert sorted(p.name for p in work.iterdir()) == ["keep.txt"]
+
+
+def test_the_report_lists_each_finished_training_and_the_gains_where_both_arms_finished(tmp_path, capsys):
+    from .conftest import load_benchmark
+
+    report = load_benchmark("gpu_round_report")
+    models = tmp_path / "project" / "models"
+
+    def record(arch, run, **m):
+        (models / arch / run).mkdir(parents=True)
+        (models / arch / run / "metrics.json").write_text(json.dumps(m))
+
+    record("gpt", "pretrain", steps=900, seconds=150.5, validation={"loss": 4.9}, timings={"setup": 2.0, "training": 90.1})
+    record("gpt", "task", init="pretrained", task="task", steps=150, seconds=40.0, test={"accuracy": 0.70},
+           timings={"training": 20.0, "baselines": 3.5})
+    record("gpt", "task-scratch", init="scratch", task="task", steps=150, seconds=38.0, test={"accuracy": 0.66})
+    record("bert", "task", init="pretrained", task="task", steps=150, seconds=41.0, test={"accuracy": 0.61})
+    report.write_report(tmp_path / "no-dagster", tmp_path / "project", tmp_path / "out")
+    with open(tmp_path / "out" / "training.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["architecture"], r["run"]) for r in rows] == [("bert", "task"), ("gpt", "pretrain"), ("gpt", "task"),
+                                                             ("gpt", "task-scratch")]
+    gpt = {r["run"]: r for r in rows if r["architecture"] == "gpt"}
+    assert gpt["pretrain"]["validation_loss"] == "4.9" and gpt["pretrain"]["t_training"] == "90.1"
+    assert gpt["task"]["t_baselines"] == "3.5" and gpt["task-scratch"]["t_baselines"] == ""
+    # BERT's control did not finish: no gain for it
+    assert report.transfer_gains(report.training_rows(models)) == [("gpt", "task", 0.70, 0.66)]
+    assert "gpt on task: test accuracy 0.7000 pretrained, 0.6600 from scratch, gain +4.0 points" in capsys.readouterr().out
