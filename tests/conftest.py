@@ -24,3 +24,11 @@ def load_benchmark(name: str):
     spec.loader.exec_module(module)
     return module
 
+
+
+def pytest_collection_modifyitems(config, items):
+    """The tests marked ``slow`` (the end-to-end runs, up to minutes each) first, each group in
+    its collected order: pytest-xdist hands tests out in this order, so the workers start on the
+    long ones together and the short ones fill in at the end, instead of one worker finishing a
+    long test alone while the other has nothing left."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
