@@ -68,7 +68,7 @@ def prompt_ids(loaded: LoadedModel, text: str) -> list[int]:
         raise InferenceError("the prompt is empty")
     v, arch = loaded.vocab, loaded.arch
     if loaded.task and loaded.task.get("mode") == "generation":  # fine-tuned to write: its task's prompt
-        from ..finetuning.generation_features import encode_pairs
+        from ..finetuning.generation.features import encode_pairs
         from ..finetuning.tasks import TextPair
 
         return encode_pairs([TextPair(text, "-")], arch, loaded.tokenizer.directory, loaded.task["max_length"],

@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..finetuning.metrics.regression import correlations
-from .eval_batches import batch_logits
+from .metrics import correlations
+from ..eval_batches import batch_logits
 
 
 def predict_values(model: torch.nn.Module, encoded: list[dict[str, np.ndarray]], collate: Callable, device="cpu",

@@ -12,11 +12,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..finetuning.metrics.spans import squad_scores
-from ..finetuning.tasks import Task
-from ..finetuning.text_to_text_families import entity_types, tags_from_text
-from .finetune_generation import write
-from .finetune_tagging import sentence_scores
+from ..span_qa.metrics import squad_scores
+from ..tasks import Task
+from .pairs import entity_types, tags_from_text
+from ..generation.scorer import write
+from ..tagging.scorer import sentence_scores
 
 
 def text_to_text_scorer(arch: str, prompts: list[dict[str, np.ndarray]], task: Task, split: str, collate: Callable,

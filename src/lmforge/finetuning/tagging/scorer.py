@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..finetuning.metrics.tagging import entity_scores
-from ..finetuning.tagging_features import word_tags
-from ..finetuning.tasks import TaggedSentence
-from .eval_batches import batch_logits
+from .metrics import entity_scores
+from .features import word_tags
+from ..tasks import TaggedSentence
+from ..eval_batches import batch_logits
 
 
 def predict_tags(model: torch.nn.Module, encoded: list[dict[str, np.ndarray]], tagged_words: list[list[int]],

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from lmforge.models.layers import ModelOutput
-from lmforge.training.eval_batches import batch_logits, evaluating
+from lmforge.finetuning.eval_batches import batch_logits, evaluating
 
 
 class Recorder(torch.nn.Module):

@@ -11,10 +11,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..finetuning.metrics.spans import squad_scores
-from ..finetuning.span_features import Window, best_span, span_text
-from ..finetuning.tasks import SpanQuestion
-from .eval_batches import batch_logits
+from .metrics import squad_scores
+from .features import Window, best_span, span_text
+from ..tasks import SpanQuestion
+from ..eval_batches import batch_logits
 
 MAX_ANSWER_TOKENS = 30
 

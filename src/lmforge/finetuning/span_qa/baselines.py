@@ -26,8 +26,8 @@ import re
 import statistics
 from typing import Any
 
-from .metrics.spans import squad_scores
-from .tasks import SPLIT_NAMES, Task
+from .metrics import squad_scores
+from ..tasks import SPLIT_NAMES, Task
 
 WORD = re.compile(r"\w+")
 STOP_WORDS = frozenset(

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 from seqeval.metrics.sequence_labeling import get_entities
 
-from .tasks import SpanQuestion, TaggedSentence, Task, TextPair
+from ..tasks import SpanQuestion, TaggedSentence, Task, TextPair
 
 TEXT_TO_TEXT_FAMILIES = ("tagging", "span_qa")
 NO_ENTITY = "none"

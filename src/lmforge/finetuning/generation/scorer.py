@@ -17,12 +17,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..finetuning.generation_baselines import KIND_METRICS
-from ..finetuning.generation_features import SEQ2SEQ, decode
-from ..finetuning.metrics.generation import generation_scores
-from ..finetuning.tasks import TextPair
-from ..models.generation import generate
-from .eval_batches import evaluating
+from .baselines import KIND_METRICS
+from .features import SEQ2SEQ, decode
+from .metrics import generation_scores
+from ..tasks import TextPair
+from ...models.generation import generate
+from ..eval_batches import evaluating
 
 MAX_NEW_TOKENS = 48
 TEST_BEAMS = 4
@@ -62,8 +62,8 @@ def write(model: torch.nn.Module, arch: str, prompts: list[dict[str, np.ndarray]
 
 
 def _gpt_beam(model: torch.nn.Module, ids: torch.Tensor, num_beams: int, eos: int) -> list[int]:
-    from ..inference.generate import PromptAsMemory
-    from ..models.generation import beam_search
+    from ...inference.generate import PromptAsMemory
+    from ...models.generation import beam_search
 
     prompt = ids[:, -model.config.n_positions:]
     out = beam_search(PromptAsMemory("gpt", model), prompt, None, MAX_NEW_TOKENS, num_beams,
@@ -72,7 +72,7 @@ def _gpt_beam(model: torch.nn.Module, ids: torch.Tensor, num_beams: int, eos: in
 
 
 def decode_eos(arch: str, tokenizer_dir: str | Path) -> int:
-    from ..finetuning.features import load_tokenizer
+    from ..features import load_tokenizer
 
     return int(load_tokenizer(arch, tokenizer_dir).vocab.eos)
 
