@@ -46,6 +46,11 @@ class Family:
 
     name = ""
     select_prefix = ""  # before the selection metric in the closing log line ("entity " for tagging)
+    # the headline of a result (``headline.py``): its metric ("": the result's own, else
+    # ``default_metric``) and each baseline's metric
+    headline_metric = ""
+    default_metric = ""
+    baseline_metrics: dict[str, str] = {}
 
     def mode(self, recipe_mode: str) -> str:
         """The run's mode (``metrics.json``'s ``mode``), from the recipe's ``finetune.mode``."""

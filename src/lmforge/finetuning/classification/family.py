@@ -19,6 +19,8 @@ from . import baselines
 
 class Classification(Family):
     name = "classification"
+    default_metric = "accuracy"  # headline: the task's own metric (GLUE's), else accuracy
+    baseline_metrics = {"majority": "", "bag_of_words": ""}
 
     def mode(self, recipe_mode: str) -> str:
         return recipe_mode  # the sequence head (classification) or the label words (text_to_text)

@@ -1,4 +1,5 @@
-"""Generation's room: its inputs (``features.py``: source/target pairs), scorer (what the model writes), metrics and baselines."""
+"""Generation's room: its inputs (``features.py``: source/target pairs), scorer (what the model
+writes), metrics and baselines."""
 
 from .family import FAMILY
 

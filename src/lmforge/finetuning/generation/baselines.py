@@ -6,7 +6,7 @@
   the text);
 - ``copy_input_baseline``: predict the whole source unchanged.
 
-Each returns ``metrics.generation.generation_scores`` of its predictions against the split's
+Each returns ``metrics.generation_scores`` of its predictions against the split's
 targets, for the metrics that fit the task's ``generation_kind`` (``KIND_METRICS``: ROUGE for
 summarization and generic text, BLEU and chrF for translation; exact match always), plus
 ``"split"`` and ``"examples"``.

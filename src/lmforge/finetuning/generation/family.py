@@ -41,6 +41,8 @@ def encode_written(pairs: dict[str, list[TextPair]], prefix: str, arch: str, tok
 
 class Generation(Family):
     name = "generation"
+    default_metric = "rougeL"  # headline: the task's own metric (BLEU for translation, ...), else ROUGE-L
+    baseline_metrics = {"lead_sentence": "", "copy_input": ""}
 
     def check(self, task: Task, arch: str, ft: Any, recipe: Path) -> None:
         check_writes(task, arch)

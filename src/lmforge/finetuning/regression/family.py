@@ -16,6 +16,8 @@ from . import baselines
 
 class Regression(Family):
     name = "regression"
+    headline_metric = "pearson"
+    baseline_metrics = {"mean": "pearson", "bag_of_words": "pearson"}
 
     def encode(self, task: Task, arch: str, tok_dir: Path, max_length: int, mode: str) -> FamilyInputs:
         encoded = {split: features.encode_split(task, split, arch, tok_dir, max_length, {}, mode="regression")

@@ -1,5 +1,5 @@
 """Fine-tuning on a regression task (STS-B-style similarity): the one-output head's values scored
-by their Pearson and Spearman correlations with the gold targets (``finetuning/metrics/regression.py``,
+by their Pearson and Spearman correlations with the gold targets (``metrics.py``,
 SciPy's) and their mean squared error."""
 
 from __future__ import annotations

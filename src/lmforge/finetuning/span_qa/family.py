@@ -19,6 +19,8 @@ from .features import encode_questions
 
 class SpanQA(Family):
     name = "span_qa"
+    headline_metric = "f1"
+    baseline_metrics = {"sliding_window": "f1"}
 
     def encode(self, task: Task, arch: str, tok_dir: Path, max_length: int, mode: str) -> FamilyInputs:
         encoded: dict[str, list] = {}

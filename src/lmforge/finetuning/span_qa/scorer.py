@@ -1,6 +1,6 @@
 """Fine-tuning on an extractive-QA task: the span head's start and end scores over every window
-of a question's context, the best span (``finetuning/span_features.py``) taken across its
-windows, and the answers scored by SQuAD's rule (``finetuning/metrics/spans.py``: exact match
+of a question's context, the best span (``features.py``) taken across its
+windows, and the answers scored by SQuAD's rule (``metrics.py``: exact match
 and token F1 after normalisation, the best over the gold answers)."""
 
 from __future__ import annotations

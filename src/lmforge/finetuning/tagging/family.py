@@ -19,6 +19,8 @@ from .features import encode_tagged
 class Tagging(Family):
     name = "tagging"
     select_prefix = "entity "
+    headline_metric = "f1"
+    baseline_metrics = {"most_frequent_tag": "f1"}
 
     def encode(self, task: Task, arch: str, tok_dir: Path, max_length: int, mode: str) -> FamilyInputs:
         tag_ids = {name: i for i, name in enumerate(task.label_names)}

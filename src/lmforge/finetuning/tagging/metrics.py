@@ -5,7 +5,8 @@ and scores entities, not tags: an entity counts as found only when its type and 
 last word are all right, so a partly found entity is one false positive and one false negative.
 The entities are read by seqeval's default mode, the conlleval-compatible one: an ``I-X`` after
 ``O``, at the start or after another type opens an entity, so IOB1 and IOB2 tags give the same
-entities (``tasks.tagging_files.to_iob2`` rewrites IOB1 files as strict IOB2 while reading). The numbers are seqeval's own:
+entities (``tasks.tagging_files.to_iob2`` rewrites IOB1 files as strict IOB2 while reading).
+The numbers are seqeval's own:
 
 - ``precision``, ``recall``, ``f1``: micro averages over all entities of all types
   (``seqeval.metrics.precision_score`` / ``recall_score`` / ``f1_score``), 0 where undefined

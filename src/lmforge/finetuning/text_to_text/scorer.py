@@ -1,4 +1,4 @@
-"""Fine-tuning a tagging or span QA task text to text (``finetuning/text_to_text_families.py``):
+"""Fine-tuning a tagging or span QA task text to text (``pairs.py``):
 the model writes each example's answer or entity list (greedy search), which is read back into
 answers or tags and scored by the family's own metric: SQuAD's exact match and F1, seqeval's
 entity scores."""
