@@ -5,9 +5,10 @@ import random
 import pytest
 from sklearn.metrics import f1_score
 
-from lmforge.finetuning.baselines import (
-    PAIR_SEPARATOR, accuracy, bag_of_words_baseline, joined_text, macro_f1, majority_baseline, majority_label,
+from lmforge.finetuning.classification.baselines import (
+    PAIR_SEPARATOR, bag_of_words_baseline, joined_text, majority_baseline, majority_label,
 )
+from lmforge.finetuning.classification.metrics import accuracy, macro_f1
 from lmforge.finetuning.tasks import Example, Task
 
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from lmforge.corpus.stdlib import _documents_in
-from lmforge.finetuning.span_baselines import best_window, question_words, sliding_window_baseline, window_words
+from lmforge.finetuning.span_qa.baselines import best_window, question_words, sliding_window_baseline, window_words
 from lmforge.finetuning.tasks import CORPUS_TASKS, QA_TASK, Answer, SpanQuestion, Task, TaskError, load_task
 from lmforge.finetuning.tasks.docstring_qa import blank_parameter, cut_context, mentions
 from lmforge.splits import split_of

@@ -11,11 +11,12 @@ import pytest
 import sacrebleu
 from seqeval.metrics import classification_report, f1_score, precision_score, recall_score
 
-from lmforge.finetuning.metrics.generation import bleu, generation_scores, rouge
-from lmforge.finetuning.metrics.generation import exact_match as generation_exact_match
-from lmforge.finetuning.metrics.regression import correlations
-from lmforge.finetuning.metrics.spans import exact_match, normalize_answer, squad_scores, token_f1
-from lmforge.finetuning.metrics.tagging import entity_scores, to_iob2
+from lmforge.finetuning.generation.metrics import bleu, generation_scores, rouge
+from lmforge.finetuning.generation.metrics import exact_match as generation_exact_match
+from lmforge.finetuning.regression.metrics import correlations
+from lmforge.finetuning.span_qa.metrics import exact_match, normalize_answer, squad_scores, token_f1
+from lmforge.finetuning.tagging.metrics import entity_scores
+from lmforge.finetuning.tasks.tagging_files import to_iob2
 from lmforge.testing.documents import WORDS
 
 # --- tagging -----------------------------------------------------------------------------------
@@ -301,8 +302,8 @@ def test_generation_bad_input():
 
 def test_metric_modules_import_no_heavy_library():
     code = ("import sys\n"
-            "import lmforge.finetuning.metrics.tagging, lmforge.finetuning.metrics.spans\n"
-            "import lmforge.finetuning.metrics.regression, lmforge.finetuning.metrics.generation\n"
+            "import lmforge.finetuning.tagging.metrics, lmforge.finetuning.span_qa.metrics\n"
+            "import lmforge.finetuning.regression.metrics, lmforge.finetuning.generation.metrics\n"
             "print(sorted(m for m in ('seqeval', 'scipy', 'rouge_score', 'sacrebleu') if m in sys.modules))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from lmforge.corpus.stdlib import line_key
-from lmforge.finetuning.generation_baselines import copy_input_baseline, lead_sentence, lead_sentence_baseline
+from lmforge.finetuning.generation.baselines import copy_input_baseline, lead_sentence, lead_sentence_baseline
 from lmforge.finetuning.tasks import CORPUS_TASKS, SUMMARY_TASK, Example, Task, TaskError, TextPair, load_task
 from lmforge.finetuning.tasks.docstring_summary import (docstring_lines, docstring_summary_task, split_sentences,
                                                         summary_pair)

@@ -10,7 +10,7 @@ import math
 import pytest
 
 from lmforge.evaluation.report.leaderboard import leaderboard
-from lmforge.finetuning.baselines import binary_f1, mcc, scores
+from lmforge.finetuning.classification.metrics import binary_f1, mcc, scores
 from lmforge.finetuning.tasks import TaskError, load_task
 from lmforge.finetuning.tasks.glue import glue_name, task_metric
 

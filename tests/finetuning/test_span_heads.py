@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from lmforge.finetuning.features import collate, model_overrides, pad_id
-from lmforge.finetuning.span_features import NO_ANSWER, Window, answer_tokens, best_span, encode_questions, span_text
+from lmforge.finetuning.span_qa.features import NO_ANSWER, Window, answer_tokens, best_span, encode_questions, span_text
 from lmforge.finetuning.tasks import Answer, SpanQuestion
 from lmforge.models.registry import build_model
 from lmforge.tokenizer_kinds import ARCHITECTURE_TOKENIZER

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from lmforge.finetuning.features import FeatureError, collate, model_overrides, pad_id
-from lmforge.finetuning.tagging_features import encode_tagged, word_tags
+from lmforge.finetuning.tagging.features import encode_tagged, word_tags
 from lmforge.finetuning.tasks import TaggedSentence
 from lmforge.models.registry import build_model
 from lmforge.objectives.base import IGNORE_INDEX

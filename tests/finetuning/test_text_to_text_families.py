@@ -7,7 +7,7 @@ import random
 import pytest
 
 from lmforge.finetuning.tasks import Answer, SpanQuestion, TaggedSentence, Task, TextPair
-from lmforge.finetuning.text_to_text_families import (NO_ENTITY, as_pairs, entity_target, entity_types,
+from lmforge.finetuning.text_to_text.pairs import (NO_ENTITY, as_pairs, entity_target, entity_types,
                                                        tags_from_text, text_prefix)
 
 

@@ -10,7 +10,8 @@ from lmforge.finetuning import features
 from lmforge.finetuning.tasks import Example
 from lmforge.inference.loading import InferenceError, load
 from lmforge.inference.predict import predict
-from lmforge.training.finetune import _batches, predict as evaluate_predict
+from lmforge.finetuning.classification.scorer import predict as evaluate_predict
+from lmforge.finetuning.eval_batches import ordered_batches
 
 from .conftest import tokenizer_of, write_model
 
@@ -49,7 +50,7 @@ def test_predict_gives_the_evaluations_labels(corpus, tmp_path, arch, mode):
                                        mode=mode, label_names=LABELS)
     candidates = {int(k): v for k, v in loaded.task["targets"].items()} if mode == "text_to_text" else None
     pad = loaded.vocab.pad if loaded.vocab.pad is not None else 0
-    want, _ = evaluate_predict(loaded.model, _batches(encoded, lambda rows: features.collate(rows, pad)), mode, candidates)
+    want, _ = evaluate_predict(loaded.model, ordered_batches(encoded, lambda rows: features.collate(rows, pad)), mode, candidates)
     assert [p.label for p in got] == [LABELS[i] for i in want]
     for p in got:
         assert sum(p.scores.values()) == pytest.approx(1.0, abs=1e-5)

@@ -1,7 +1,7 @@
-"""The modules of fine-tuning's task families, each by itself on values known in advance:
-``finetune_regression`` (a fake model's values, scored with NumPy), ``finetune_text_to_text``
-(written answers and entity lists, scored by hand and with seqeval) and ``finetune_families``
-(the family's metric, baselines and summary line)."""
+"""The rooms of fine-tuning's task families, each by itself on values known in advance:
+``regression.scorer`` (a fake model's values, scored with NumPy), ``text_to_text.scorer``
+(written answers and entity lists, scored by hand and with seqeval) and the ``Family`` of each
+room as ``families.family_for`` picks it (the family's metric, baselines and summary line)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,9 @@ from scipy.stats import rankdata
 
 from lmforge.config import ConfigError
 from lmforge.finetuning.tasks.base import Answer, Example, SpanQuestion, TaggedSentence, Task
-from lmforge.training import finetune_families, finetune_regression, finetune_text_to_text
+from lmforge.finetuning import families
+from lmforge.finetuning.regression import scorer as finetune_regression
+from lmforge.finetuning.text_to_text import scorer as finetune_text_to_text
 
 
 class SumModel(torch.nn.Module):
@@ -97,33 +99,42 @@ def test_entity_lists_written_as_text_are_read_back_and_scored_by_seqeval(monkey
 
 def test_families_select_on_their_metric_and_summarise_their_baselines():
     regression = _task("regression", [Example(f"t{i}", None, str(v)) for i, v in enumerate((1.0, 2.0, 4.0, 5.0))], [])
-    assert finetune_families.selection_metric(regression) == "pearson"
-    assert finetune_families.selection_metric(_task("span_qa", [], [])) == "f1"
+    family = families.family_for(regression, "classification")
+    assert family is families.FAMILIES_BY_NAME["regression"]
+    assert family.select(regression, None) == "pearson"
+    span_qa = _task("span_qa", [], [])
+    assert families.family_for(span_qa, "classification").select(span_qa, None) == "f1"
     own = _task("generation", [], [])
     own.info["metric"] = "bleu"
-    assert finetune_families.selection_metric(own) == "bleu"  # a task's own metric first
-    assert finetune_families.writes_family("text_to_text", "tagging") and finetune_families.writes_family("text_to_text", "span_qa")
-    assert not finetune_families.writes_family("classification", "tagging")
-    assert not finetune_families.writes_family("text_to_text", "regression")
+    assert families.family_for(own, "text_to_text").select(own, None) == "bleu"  # a task's own metric first
+    assert families.writes_family("text_to_text", "tagging") and families.writes_family("text_to_text", "span_qa")
+    assert not families.writes_family("classification", "tagging")
+    assert not families.writes_family("text_to_text", "regression")
+    assert families.family_for(span_qa, "text_to_text") is families.WRITTEN_BY_NAME["span_qa"]
+    assert families.family_for(span_qa, "text_to_text").mode("text_to_text") == "text_to_text"
+    assert families.family_for(span_qa, "text_to_text").saved_mode("text_to_text") == "span_qa"
 
-    baselines = finetune_families.family_baselines(regression, seed=0)
+    baselines = family.baselines(regression, seed=0)
     assert set(baselines) == {"mean", "bag_of_words"}
     gold = np.array([1.0, 2.0, 4.0, 5.0])
     assert baselines["mean"]["prediction"] == 3.0 and baselines["mean"]["pearson"] == 0.0
     assert baselines["mean"]["mse"] == pytest.approx(np.mean((gold - 3.0) ** 2))  # 2.5
     metrics = {"family": "regression", "test": {"pearson": 0.5, "spearman": 0.25, "mse": 1.125},
                "baselines": {"mean": {"mse": 2.5}, "bag_of_words": {"pearson": 0.1, "spearman": 0.2}}}
-    assert finetune_families.family_summary(metrics, "pearson") == (
+    assert family.summary(metrics, "pearson") == (
         "test Pearson 0.500, Spearman 0.250, MSE 1.125 (bag of words: Pearson 0.100, Spearman 0.200; "
         "the mean: MSE 2.500)")
 
 
 def test_families_refuse_what_they_cannot_train(tmp_path):
     generation = _task("generation", [], [])
+    plain, augmented = SimpleNamespace(augment=None), SimpleNamespace(augment=object())
     with pytest.raises(ConfigError, match="toy-generation: .*bert"):
-        finetune_families.check_family(generation, "bert", False, tmp_path / "bert.yaml")
+        families.family_for(generation, "classification").check(generation, "bert", plain, tmp_path / "bert.yaml")
+    regression = _task("regression", [], [])
     with pytest.raises(ConfigError, match="finetune.augment makes classification examples; toy-regression is a regression task"):
-        finetune_families.check_family(_task("regression", [], []), "bert", True, tmp_path / "bert.yaml")
-    finetune_families.check_family(generation, "t5", False, tmp_path / "t5.yaml")  # T5 writes: no error
-    with pytest.raises(ConfigError, match="no fine-tuning for classification tasks here"):
-        finetune_families.encode_family(_task("classification", [], []), "bert", tmp_path, 32)
+        families.family_for(regression, "classification").check(regression, "bert", augmented, tmp_path / "bert.yaml")
+    families.family_for(generation, "text_to_text").check(generation, "t5", plain, tmp_path / "t5.yaml")  # T5 writes
+    with pytest.raises(ConfigError, match="toy-ranking is a ranking task; fine-tuning takes classification, regression, "
+                                          "tagging, span_qa, generation tasks"):
+        families.family_for(_task("ranking", [], []), "classification")

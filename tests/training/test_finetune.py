@@ -20,7 +20,7 @@ from torch import nn
 from lmforge.config import load_params
 from lmforge.models.layers import ModelOutput
 from lmforge.models.registry import build_model
-from lmforge.training.finetune import candidate_scores
+from lmforge.models.generation import candidate_scores
 from lmforge.training.module import LMForgeModule, balanced_class_weights, weighted_classification_loss
 from lmforge.training.param_groups import freeze, optimizer_groups, placements
 from lmforge.training.recipes import FinetuneOptimConfig, FinetuneRecipe, resolve_finetune_budget
@@ -526,7 +526,7 @@ def test_augmentation_adds_examples_to_training_only(project):
     them), while the task summary and the baselines stay the task's own; without the masked LM's
     pretrained model it is one clear error."""
     from lmforge.config import ConfigError
-    from lmforge.finetuning import baselines
+    from lmforge.finetuning.classification import baselines
     from lmforge.finetuning.tasks import load_task
     from lmforge.training import finetune
     from lmforge.training.pretrain import run_pretrain

@@ -33,11 +33,11 @@ def test_generation_fine_tunes_and_scores_what_the_model_writes(project, arch):
     from rouge_score.rouge_scorer import RougeScorer
 
     from lmforge.finetuning.features import collate, pad_id
-    from lmforge.finetuning.generation_features import encode_pairs
+    from lmforge.finetuning.generation.features import encode_pairs
     from lmforge.finetuning.tasks import load_task
     from lmforge.models.folder import load_model_dir
     from lmforge.training import finetune
-    from lmforge.training.finetune_generation import MAX_NEW_TOKENS, TEST_BEAMS, write
+    from lmforge.finetuning.generation.scorer import MAX_NEW_TOKENS, TEST_BEAMS, write
 
     task_dir = project / "summaries"
     write_summaries(task_dir, random.Random(11))

@@ -40,7 +40,7 @@ def test_regression_fine_tunes_on_mse_and_selects_on_pearson(project, arch):
     from scipy.stats import rankdata
 
     from lmforge.finetuning.features import collate, encode_split, pad_id
-    from lmforge.finetuning.metrics.regression import correlations
+    from lmforge.finetuning.regression.metrics import correlations
     from lmforge.models.folder import load_model_dir
     from lmforge.finetuning.tasks import load_task
     from lmforge.training import finetune

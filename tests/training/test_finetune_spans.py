@@ -36,11 +36,11 @@ def write_squad(folder, rng: random.Random) -> None:
 
 
 def test_span_qa_fine_tunes_selects_on_f1_and_saves_a_span_model(project):
-    from lmforge.finetuning.metrics.spans import squad_scores
+    from lmforge.finetuning.span_qa.metrics import squad_scores
     from lmforge.finetuning.tasks import load_task
     from lmforge.models.folder import load_model_dir
     from lmforge.training import finetune
-    from lmforge.training.finetune_spans import predict_answers
+    from lmforge.finetuning.span_qa.scorer import predict_answers
 
     task_dir = project / "given_qa"
     write_squad(task_dir, random.Random(9))
@@ -65,7 +65,7 @@ def test_span_qa_fine_tunes_selects_on_f1_and_saves_a_span_model(project):
     assert meta["head"] == "span_extraction" and meta["num_labels"] == 2
     # the saved model answers the test questions as it was scored
     from lmforge.finetuning.features import collate, pad_id
-    from lmforge.finetuning.span_features import encode_questions
+    from lmforge.finetuning.span_qa.features import encode_questions
 
     task = load_task(str(task_dir), params, seed=params.train.seed)
     tok = project / "data" / "tokenizers" / "bpe"

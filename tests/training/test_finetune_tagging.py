@@ -31,7 +31,7 @@ def write_tagging_task(folder, rng: random.Random) -> None:
 
 
 def test_tagging_fine_tunes_selects_on_entity_f1_and_saves_a_tagger(project):
-    from lmforge.finetuning.metrics.tagging import entity_scores
+    from lmforge.finetuning.tagging.metrics import entity_scores
     from lmforge.finetuning.tasks import load_task
     from lmforge.models.folder import load_model_dir
     from lmforge.training import finetune
@@ -82,8 +82,8 @@ def test_tagging_fine_tunes_selects_on_entity_f1_and_saves_a_tagger(project):
     labels = json.loads((out / "labels.json").read_text())
     assert labels["mode"] == "tagging" and labels["labels"] == ["O", "B-PARAM"]
     from lmforge.finetuning.features import collate, pad_id
-    from lmforge.finetuning.tagging_features import encode_tagged
-    from lmforge.training.finetune_tagging import tagging_scorer
+    from lmforge.finetuning.tagging.features import encode_tagged
+    from lmforge.finetuning.tagging.scorer import tagging_scorer
 
     tok = project / "data" / "tokenizers" / "wordpiece"
     encoded, words = encode_tagged(task.splits["test"], "bert", tok, params.finetune.max_length,

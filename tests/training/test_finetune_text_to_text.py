@@ -31,16 +31,16 @@ def _t5_budget(project) -> None:
 @pytest.mark.parametrize("family", ["tagging", "span_qa"])
 def test_t5_writes_the_family_s_answers_and_is_scored_on_its_metric(project, family):
     from lmforge.finetuning.features import collate, pad_id
-    from lmforge.finetuning.metrics.spans import squad_scores
-    from lmforge.finetuning.metrics.tagging import entity_scores
+    from lmforge.finetuning.span_qa.metrics import squad_scores
+    from lmforge.finetuning.tagging.metrics import entity_scores
     from lmforge.finetuning.tasks import load_task
-    from lmforge.finetuning.text_to_text_families import as_pairs, entity_types, tags_from_text, text_prefix
-    from lmforge.finetuning.generation_features import encode_pairs
+    from lmforge.finetuning.text_to_text.pairs import as_pairs, entity_types, tags_from_text, text_prefix
+    from lmforge.finetuning.generation.features import encode_pairs
     from lmforge.inference.loading import InferenceError, load
     from lmforge.inference.predict import predict
     from lmforge.models.folder import load_model_dir
     from lmforge.training import finetune
-    from lmforge.training.finetune_generation import write
+    from lmforge.finetuning.generation.scorer import write
 
     task_dir = project / family
     (write_tagging_task if family == "tagging" else write_squad)(task_dir, random.Random(5))

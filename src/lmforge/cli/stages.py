@@ -192,7 +192,7 @@ def pretrain(architectures, params_path, overrides, restart, force) -> None:
 def _check_families(archs: list[str], tasks: list[str], *, named: bool) -> None:
     """An architecture named on the command line for a task of a family it does not take is an
     error; from the defaults, the pair is skipped with a line saying so."""
-    from ..finetuning.generation_features import WRITERS, fits_family
+    from ..finetuning.generation.features import WRITERS, fits_family
     from ..finetuning.tasks.load import task_family
 
     for task in tasks:

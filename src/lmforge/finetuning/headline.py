@@ -1,5 +1,6 @@
 """The headline of a fine-tuned result, by task family: the one number a task is judged on, and
-the baselines it must beat on that number.
+the baselines it must beat on that number (each family's ``headline_metric``, ``default_metric``
+and ``baseline_metrics``, ``family.Family``):
 
 - classification: the task's own metric (``result["metric"]``: accuracy, or GLUE's: the Matthews
   correlation for CoLA, the positive label's F1 for MRPC and QQP), against the majority class and
@@ -20,16 +21,14 @@ from __future__ import annotations
 
 from typing import Any
 
-# family -> (the metric, {baseline name: the baseline's metric}); "": the result's own metric
-# (``result["metric"]``, else the family's default)
+from .families import FAMILIES_BY_NAME
+
+# family -> (the metric, {baseline name: the baseline's metric}), each family's own
+# (``Family.headline_metric``, ``baseline_metrics``); "": the result's own metric
+# (``result["metric"]``, else the family's ``default_metric``)
 HEADLINES: dict[str, tuple[str, dict[str, str]]] = {
-    "classification": ("", {"majority": "", "bag_of_words": ""}),
-    "regression": ("pearson", {"mean": "pearson", "bag_of_words": "pearson"}),
-    "tagging": ("f1", {"most_frequent_tag": "f1"}),
-    "span_qa": ("f1", {"sliding_window": "f1"}),
-    "generation": ("", {"lead_sentence": "", "copy_input": ""}),
-}
-DEFAULT_METRICS = {"classification": "accuracy", "generation": "rougeL"}
+    name: (family.headline_metric, dict(family.baseline_metrics)) for name, family in FAMILIES_BY_NAME.items()}
+DEFAULT_METRICS = {name: family.default_metric for name, family in FAMILIES_BY_NAME.items() if family.default_metric}
 
 
 def family_of(result: dict[str, Any]) -> str:

@@ -11,7 +11,7 @@
 
 Greedy decoding and sampling (temperature, top-k, top-p, repetition penalty) go one token at a
 time and report each token as it comes (``on_token``); beam search is
-``models.generation.beam_search`` (the decoder-only models through an adapter that treats the
+``models.generation.beam_search`` (the decoder-only models through ``PromptAsMemory``, which treats the
 prompt as the "encoder output"), which takes no sampling options and returns at the end.
 Generation stops at ``eos`` (the document end the causal models were trained on) or after
 ``max_new_tokens``.
@@ -23,8 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-from torch import nn
 
+from ..models.generation import PromptAsMemory, beam_search, full_logits
 from .loading import InferenceError, LoadedModel
 from .sampling import Sampling, choose
 
@@ -68,7 +68,7 @@ def prompt_ids(loaded: LoadedModel, text: str) -> list[int]:
         raise InferenceError("the prompt is empty")
     v, arch = loaded.vocab, loaded.arch
     if loaded.task and loaded.task.get("mode") == "generation":  # fine-tuned to write: its task's prompt
-        from ..finetuning.generation_features import encode_pairs
+        from ..finetuning.generation.features import encode_pairs
         from ..finetuning.tasks import TextPair
 
         return encode_pairs([TextPair(text, "-")], arch, loaded.tokenizer.directory, loaded.task["max_length"],
@@ -94,27 +94,6 @@ def prompt_ids(loaded: LoadedModel, text: str) -> list[int]:
 
 
 # ----------------------------------------------------------------------------- next-token logits
-
-
-def _window(model: nn.Module) -> int | None:
-    return getattr(model.config, "n_positions", None)
-
-
-def full_logits(arch: str, model: nn.Module, ids: torch.Tensor) -> torch.Tensor:
-    """(B, V) float logits of the token after each row of ``ids`` (B, L), recomputed over the
-    whole row (GPT: its last ``n_positions`` tokens)."""
-    if arch == "xlnet":
-        B, L = ids.shape
-        ids = torch.cat([ids, ids.new_zeros(B, 1)], dim=1)  # the placeholder for the next token
-        perm_mask = torch.zeros(B, L + 1, L + 1, device=ids.device)
-        perm_mask[:, :, -1] = 1.0  # no position sees it
-        target = torch.zeros(B, 1, L + 1, device=ids.device)
-        target[:, 0, -1] = 1.0
-        return model(ids, perm_mask=perm_mask, target_mapping=target).logits[:, 0].float()
-    window = _window(model)
-    if window is not None and ids.size(1) > window:
-        ids = ids[:, -window:]
-    return model(ids).logits[:, -1].float()
 
 
 class _Steps:
@@ -164,26 +143,7 @@ def _eos(loaded: LoadedModel) -> int | None:
 # ----------------------------------------------------------------------------- beam search
 
 
-class PromptAsMemory(nn.Module):
-    """A decoder-only model in ``models.generation``'s encoder-decoder interface: ``encode``
-    returns the prompt's ids and ``decode`` runs the model over the prompt (all but its last
-    token, which is the decoder start) followed by the decoded prefix."""
-
-    def __init__(self, arch: str, model: nn.Module):
-        super().__init__()
-        self.arch, self.inner = arch, model
-        self.train(model.training)  # the generation module restores this mode on the inner model too
-
-    def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
-        return input_ids
-
-    def decode(self, prefix: torch.Tensor, memory: torch.Tensor, memory_mask: torch.Tensor | None) -> torch.Tensor:
-        ids = torch.cat([memory[:, :-1], prefix], dim=1)
-        return full_logits(self.arch, self.inner, ids)[:, None]  # (B, 1, V): only the last position is read
-
-
 def _beam(loaded: LoadedModel, prompt: list[int], settings: Settings) -> list[int]:
-    from ..models.generation import beam_search
 
     ids = torch.tensor([prompt], dtype=torch.long)
     if loaded.arch in DECODER_ONLY:

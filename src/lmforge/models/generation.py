@@ -1,5 +1,7 @@
 """Generation for encoder-decoder models (BART, T5): greedy search and beam search, and the
-scoring of given target sequences (``candidate_scores``, rank classification).
+scoring of given target sequences (``candidate_scores``, rank classification). A decoder-only
+model (GPT, Transformer-XL, XLNet) joins beam search through ``PromptAsMemory`` (its next-token
+logits: ``full_logits``).
 
 A model generates with this module when it has ``encode(input_ids, attention_mask) ->
 (B, S, D)`` and ``decode(decoder_input_ids, encoder_hidden, encoder_attention_mask) ->
@@ -244,3 +246,45 @@ def candidate_scores(model: torch.nn.Module, input_ids: torch.Tensor, attention_
         logits = model.decode(decoder_inputs, encoded, attention_mask)
         scores[:, j] = -F.cross_entropy(logits.float().transpose(1, 2), labels, reduction="none").sum(-1)
     return scores
+
+
+# ----------------------------------------------------------------------------- decoder-only models
+
+
+def _window(model: nn.Module) -> int | None:
+    return getattr(model.config, "n_positions", None)
+
+
+def full_logits(arch: str, model: nn.Module, ids: torch.Tensor) -> torch.Tensor:
+    """(B, V) float logits of the token after each row of ``ids`` (B, L), recomputed over the
+    whole row (GPT: its last ``n_positions`` tokens)."""
+    if arch == "xlnet":
+        B, L = ids.shape
+        ids = torch.cat([ids, ids.new_zeros(B, 1)], dim=1)  # the placeholder for the next token
+        perm_mask = torch.zeros(B, L + 1, L + 1, device=ids.device)
+        perm_mask[:, :, -1] = 1.0  # no position sees it
+        target = torch.zeros(B, 1, L + 1, device=ids.device)
+        target[:, 0, -1] = 1.0
+        return model(ids, perm_mask=perm_mask, target_mapping=target).logits[:, 0].float()
+    window = _window(model)
+    if window is not None and ids.size(1) > window:
+        ids = ids[:, -window:]
+    return model(ids).logits[:, -1].float()
+
+
+class PromptAsMemory(nn.Module):
+    """A decoder-only model in ``models.generation``'s encoder-decoder interface: ``encode``
+    returns the prompt's ids and ``decode`` runs the model over the prompt (all but its last
+    token, which is the decoder start) followed by the decoded prefix."""
+
+    def __init__(self, arch: str, model: nn.Module):
+        super().__init__()
+        self.arch, self.inner = arch, model
+        self.train(model.training)  # the generation module restores this mode on the inner model too
+
+    def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        return input_ids
+
+    def decode(self, prefix: torch.Tensor, memory: torch.Tensor, memory_mask: torch.Tensor | None) -> torch.Tensor:
+        ids = torch.cat([memory[:, :-1], prefix], dim=1)
+        return full_logits(self.arch, self.inner, ids)[:, None]  # (B, 1, V): only the last position is read

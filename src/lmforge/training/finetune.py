@@ -14,11 +14,12 @@ family (``finetuning.tasks.FAMILIES``) decides the head:
   says ``text_to_text`` (T5, BART, Switch) write the entities or the answer as text instead;
 - generation: BART, T5 and Switch sequence to sequence, GPT as a conditional LM.
 
-The other families' inputs, scorers, baselines and log line are ``finetune_families.py``'s.
+Each family's inputs, scorer, baselines and closing log line are its room's (``finetuning/<family>/``,
+listed in ``finetuning/families.py``); ``run_finetune`` drives them all through ``finetuning.family.Family``.
 
 Model selection is on the recipe's ``finetune.metric`` for classification, on the family's own
 metric otherwise (``load_task``'s ``task.info["metric"]``); the baselines are the family's
-(``finetuning.headline``).
+(``finetuning.headline`` names the one number each is judged on).
 
 Writes ``<train.output>/<arch>/<task>/``: ``model/``, ``history.csv``, ``loss.png``,
 ``metrics.json`` (validation and test scores with the family's baselines on the same split; a
@@ -30,8 +31,8 @@ the checkpoints and replaces the output only when complete (``run.Attempt``). Re
 
 The budget is the recipe's ``max_steps`` or ``epochs`` (``recipes.resolve_finetune_budget``),
 a task family's own where the recipe's ``finetune_families`` gives one.
-Every ``eval_every`` steps the whole validation split is scored with :func:`predict` on the
-recipe's ``metric``; the weights of the best evaluation are restored before the test split is
+Every ``eval_every`` steps the whole validation split is scored by the family's scorer on the
+selected metric; the weights of the best evaluation are restored before the test split is
 scored, and ``patience`` stops a run that no longer improves (``finetune_callbacks.py``).
 
 ``from_scratch`` (``lmforge finetune --from-scratch``; a stage of its own while
@@ -57,18 +58,16 @@ import torch
 from .. import layout
 from ..artifacts import atomic_write_json, fingerprint, finished, sha256_file
 from ..config import ConfigError, Params
-from ..finetuning import baselines, features
+from ..finetuning import features
+from ..finetuning.eval_batches import ordered_batches
+from ..finetuning.families import family_for
 from ..finetuning.tasks import load_task
-from ..models.generation import candidate_scores
 from ..models.registry import ARCHITECTURES, CLASSIFIER_HEADS, build_model, preset_config
-from ..objectives.base import IGNORE_INDEX, Vocab
+from ..objectives.base import Vocab
 from ..tokenizer_kinds import ARCHITECTURE_TOKENIZER
 from . import param_groups
 from .data import ObjectiveDataModule
-from .eval_batches import evaluating
-from .finetune_callbacks import BestOnValidation, prediction_scores, validation_scores
-from .finetune_families import (check_family, encode_family, family_baselines, family_scorer, family_summary,
-                                selection_metric, writes_family)
+from .finetune_callbacks import BestOnValidation
 from .module import LMForgeModule, balanced_class_weights
 from .progress import TrainingProgress
 from .pretrain import draw_run_charts, tokenizer_overrides, tracking_factory
@@ -78,11 +77,6 @@ from .compute import compute_record, device_name, labelled_fraction
 from .phases import PhaseClock
 from .run import History, build_trainer, check_trainable, start_attempt, world_size
 from .warm_start import reinit_top_layers, shrink_and_perturb
-
-
-# the task families fine-tuning takes (``finetuning.tasks.FAMILIES`` has the others' readers)
-FINETUNED_FAMILIES = ("classification", "regression", "tagging", "span_qa", "generation")
-
 
 class ExampleList:
     """Encoded examples in the ``Objective`` shape the data module reads (``example(i, rng)``)."""
@@ -185,52 +179,6 @@ def build_finetune_model(pretrained_dir: Path, arch: str, mode: str, num_labels:
     return model, preset, overrides, head
 
 
-@torch.no_grad()
-def predict(model: torch.nn.Module, batches, mode: str, candidates: dict[int, list[int]] | None = None,
-            device="cpu") -> tuple[list[int], list[int]]:
-    """(predicted class ids, gold class ids). Text-to-text: each candidate target sequence is
-    scored by its summed token log-likelihood and the most likely label is predicted."""
-    preds: list[int] = []
-    gold: list[int] = []
-    with evaluating(model):
-        for batch in batches:
-            batch = {k: v.to(device) for k, v in batch.items()}
-            if mode == "classification":
-                logits = model(**{k: v for k, v in batch.items() if k != "labels"}).logits
-                preds += logits.argmax(-1).tolist()
-                gold += batch["labels"].tolist()
-                continue
-            gold += _gold_from_targets(batch["labels"], candidates)
-            scores = candidate_scores(model, batch["input_ids"], batch["attention_mask"], candidates)
-            order = sorted(candidates)
-            preds += [order[i] for i in scores.argmax(-1).tolist()]
-    return preds, gold
-
-
-def _gold_from_targets(labels: torch.Tensor, candidates: dict[int, list[int]]) -> list[int]:
-    out = []
-    by_target = {tuple(t): cid for cid, t in candidates.items()}
-    for row in labels.tolist():
-        key = tuple(x for x in row if x != IGNORE_INDEX)
-        if key not in by_target:
-            raise ValueError(f"a target sequence {key} is not one of the label targets")
-        out.append(by_target[key])
-    return out
-
-
-def _batches(examples: list[dict[str, np.ndarray]], collate, size: int = 64):
-    """The examples in order, ``size`` at a time (no DataLoader: nothing here draws random numbers)."""
-    for i in range(0, len(examples), size):
-        yield collate(examples[i:i + size])
-
-
-def split_scorer(examples, collate, mode: str, candidates, label_names: list[str]):
-    """``evaluate(model, device)``: accuracy and macro-F1 of :func:`predict` on ``examples``;
-    the validation passes during training and the final scores both use it."""
-    return validation_scores(lambda model, device: predict(model, _batches(examples, collate), mode, candidates,
-                                                           device=device), label_names)
-
-
 def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: bool = False,
                  log: Callable[[str], None] = print, tracker_factory=None) -> dict[str, Any]:
     """Fine-tune ``arch`` on ``task_spec`` (``from_scratch``: the randomly initialised control);
@@ -252,20 +200,11 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
     else:
         source = sha256_file(pretrained_weights)
     task = load_task(task_spec, params, seed=params.train.seed, max_train=params.finetune.max_train_examples)
-    family = task.family
-    if family not in FINETUNED_FAMILIES:
-        raise ConfigError(f"{task.name} is a {family} task; fine-tuning takes {', '.join(FINETUNED_FAMILIES)} tasks")
-    size = size_recipe(params, recipe, family)  # the family's own budget where the recipe gives one
-    classifying = family == "classification"
-    text_to_text = writes_family(ft.mode, family)  # tagging / span QA written as text (T5, BART, Switch)
-    if not classifying:  # the other families' own head, inputs and scores (finetune_families.py)
-        check_family(task, arch, ft.augment is not None, recipe_path(params, arch), text_to_text)
-    mode = ft.mode if classifying or text_to_text else family
-    # model selection: the recipe's metric on classification, the family's own otherwise
-    select = ft.metric if classifying else selection_metric(task)
-    if classifying and ft.metric == "f1" and len(task.label_names) != 2:
-        raise ConfigError(f"{recipe_path(params, arch)}: finetune.metric f1 is the positive label's, for two-label "
-                          f"tasks; {task.name} has {len(task.label_names)} labels (use macro_f1)")
+    family = family_for(task, ft.mode)  # its inputs, scorer, baselines and summary (finetuning/families.py)
+    size = size_recipe(params, recipe, task.family)  # the family's own budget where the recipe gives one
+    family.check(task, arch, ft, recipe_path(params, arch))
+    mode = family.mode(ft.mode)
+    select = family.select(task, ft)  # the metric model selection follows
     augmenter = None
     if ft.augment is not None:  # the masked LM that makes the new examples is an input too
         augmenter = layout.pretrained_model_dir(params, ft.augment.model)
@@ -285,7 +224,6 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
     if params.train.threads:
         torch.set_num_threads(params.train.threads)
     pl.seed_everything(params.train.seed, workers=True, verbose=False)
-    label_ids = {name: i for i, name in enumerate(task.label_names)}
     trained_on = task  # the task the model trains on; the baselines and the summary keep the task's own examples
     if augmenter is not None:
         from ..inference.augment import augment
@@ -294,15 +232,8 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
         made = augment(task.splits["train"], load(augmenter), ft.augment.copies, ft.augment.rate, seed=params.train.seed)
         log(f"finetune {arch} on {task.name}: {len(made)} augmented training examples from {ft.augment.model}'s masked LM")
         trained_on = dataclasses.replace(task, splits={**task.splits, "train": [*task.splits["train"], *made]})
-    if classifying:
-        inputs = None
-        encoded = {split: features.encode_split(trained_on, split, arch, tok_dir, params.finetune.max_length,
-                                                label_ids, mode=mode)
-                   for split in ("train", "validation", "test")}
-        num_labels, model_mode = len(task.label_names), mode
-    else:
-        inputs = encode_family(task, arch, tok_dir, params.finetune.max_length, text_to_text)
-        encoded, num_labels, model_mode = inputs.encoded, inputs.num_labels or 0, inputs.model_mode
+    inputs = family.encode(trained_on, arch, tok_dir, params.finetune.max_length, mode)
+    encoded, num_labels, model_mode = inputs.encoded, inputs.num_labels, inputs.model_mode
     optim = resolve_finetune_budget(size.finetune, len(encoded["train"]), world_size())
     pad = features.pad_id(arch, tok_dir)
     if scratch:
@@ -322,16 +253,8 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
             log(warm_start(model, fresh, ft))
     frozen = param_groups.freeze(model, ft.freeze)
     model.train()  # a loaded model comes in eval mode, and Lightning trains in the mode it finds (dropout off)
-    candidates = None
-    if mode == "text_to_text":
-        targets = features.label_token_ids(task, arch, tok_dir)
-        candidates = {label_ids[name]: ids for name, ids in targets.items()}
-    class_weights = None
-    if ft.class_weights == "balanced" and classifying:  # per class
-        class_weights = balanced_class_weights([int(e["labels"]) for e in encoded["train"]], num_labels)
-    elif ft.tag_weights == "balanced" and family == "tagging" and not text_to_text:  # per tag, labelled positions
-        class_weights = balanced_class_weights([t for e in encoded["train"] for t in e["labels"].tolist() if t >= 0],
-                                               num_labels)
+    weighted = family.weighted_labels(inputs, ft)  # per class, or per tag (finetune.class_weights, tag_weights)
+    class_weights = None if weighted is None else balanced_class_weights(weighted, num_labels)
     module = LMForgeModule(model, optim, class_weights=class_weights, layer_decay=ft.layer_decay,
                            finite_check_every=params.train.log_every * optim.accumulate_grad_batches)
     data = ObjectiveDataModule(ExampleList(encoded["train"]), ExampleList(encoded["validation"]),
@@ -348,12 +271,7 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
               "global_batch": optim.batch_size * optim.accumulate_grad_batches * world_size()}
     options = {"metric": select, "patience": ft.patience, "class_weights": None if class_weights is None
                else [round(float(w), 6) for w in class_weights], "layer_decay": ft.layer_decay, "frozen": len(frozen)}
-    if inputs is None:
-        scorers = {split: split_scorer(encoded[split], data.collate, mode, candidates, task.label_names)
-                   for split in ("validation", "test")}
-    else:
-        scorers = {split: family_scorer(inputs, task, split, arch, tok_dir, data.collate)
-                   for split in ("validation", "test")}
+    validation_scorer = family.scorer(inputs, task, "validation", arch, tok_dir, data.collate)
 
     from .. import tracking
     from ..models.folder import save_model_dir
@@ -371,7 +289,7 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
                             "optim": optim.model_dump(mode="json"), "finetune": ft.model_dump(mode="json"),
                             "budget": budget, "task_summary": task.summary()})
         history = History(params.train.log_every, sink=tracker.log_metrics)
-        selection = BestOnValidation(scorers["validation"], select, attempt.checkpoints,
+        selection = BestOnValidation(validation_scorer, select, attempt.checkpoints,
                                      every=min(optim.eval_every, optim.max_steps), patience=ft.patience,
                                      history=history, log=log)
         progress = TrainingProgress(f"finetune {arch} on {task.name} ({init})", history)
@@ -386,32 +304,20 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
             return {}
         selection.finish(trainer, module)  # the best validation weights, before the test split is scored
         phases.mark("best_weights")
-        from ..charts.training import confusion_matrix
-
-        results = {"validation": scorers["validation"](model, module.device)}
-        confusion = None
-        if not classifying:
-            results["test"] = scorers["test"](model, module.device)
-            phases.mark("scoring")
-            baseline_scores = family_baselines(task, params.train.seed)
-        else:
-            test_predicted, test_gold = predict(model, _batches(encoded["test"], data.collate), mode, candidates,
-                                                device=module.device)
-            results["test"] = prediction_scores(test_predicted, test_gold, task.label_names)
-            phases.mark("scoring")
-            confusion = {"labels": list(task.label_names),  # rows: gold label, columns: predicted
-                         "matrix": confusion_matrix(test_predicted, test_gold, num_labels)}
-            baseline_scores = {"majority": baselines.majority_baseline(task),
-                               "bag_of_words": baselines.bag_of_words_baseline(task, seed=params.train.seed)}
+        results = {"validation": validation_scorer(model, module.device)}
+        results["test"], test_record = family.score_test(inputs, task, arch, tok_dir, data.collate, model,
+                                                         module.device)  # classification: its confusion matrix too
+        phases.mark("scoring")
+        baseline_scores = family.baselines(task, params.train.seed)
         phases.mark("baselines")  # the task's own baselines, fitted here (bag of words: a logistic regression)
         metrics = {
-            "architecture": arch, "task": task.name, "family": family, "mode": mode, "preset": preset, "init": init,
+            "architecture": arch, "task": task.name, "family": task.family, "mode": mode, "preset": preset, "init": init,
             "metric": task.info.get("metric", "accuracy"),  # the task's own (GLUE's for a GLUE task)
             "steps": trainer.global_step, "best_step": selection.best_step,
             f"best_validation_{select}": selection.best_value, "selection": selection.summary(),
             "budget": budget, "options": options,
             "train_loss_first": history.first("train/loss"), "train_loss_last": history.last("train/loss"),
-            **results, **({"test_confusion": confusion} if confusion is not None else {}),
+            **results, **test_record,
             "baselines": baseline_scores,
             "task_summary": task.summary(), "seconds": round(time.time() - started, 1), "fingerprint": fp,
             "mlflow_run_id": tracker.run_id,
@@ -419,7 +325,7 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
             "compute": compute_record(
                 model, tokens=history.tokens, examples=trainer.global_step * budget["global_batch"],
                 seconds=time.time() - started, cpu_seconds=time.process_time() - cpu_started,
-                predicted_fraction=(labelled_fraction(_batches(encoded["train"][:256], data.collate))
+                predicted_fraction=(labelled_fraction(ordered_batches(encoded["train"][:256], data.collate))
                                     if mode == "text_to_text" else 0.0),
                 device=device_name(module.device), devices=world_size()),
         }
@@ -427,7 +333,7 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
         # the folder alone predicts on new text (lmforge predict, the registered MLflow model)
         # a tagging or span QA model written as text is its family's ("mode"), not a text-to-text classifier
         (staged / "labels.json").write_text(json.dumps({"labels": task.label_names,
-                                                         "mode": mode if classifying else family, "targets": candidates,
+                                                         "mode": family.saved_mode(mode), "targets": inputs.candidates,
                                                          "prefix": task.prefix, "pair": task.pair,
                                                          "max_length": params.finetune.max_length}, indent=2) + "\n",
                                             encoding="utf-8")
@@ -436,7 +342,7 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
                                    extra_files={"tokenizer": tok_dir, "task.json": staged / "labels.json"})
         history.write_csv(staged / "history.csv")
         charts = draw_run_charts(staged, history.rows, f"{arch} fine-tuning on {task.name} ({init})", log,
-                                 confusion=confusion)
+                                 confusion=test_record.get("test_confusion"))
         tracker.log_metrics({f"{split}/{k}": v for split in ("validation", "test") for k, v in results[split].items()
                              if isinstance(v, (int, float))})
         tracker.log_metrics({"best_step": selection.best_step, f"validation/best_{select}": selection.best_value})
@@ -454,15 +360,7 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
         metrics["timings"] = phases.summary()
         atomic_write_json(staged / "metrics.json", metrics)
         attempt.publish(params.train.keep_attempts, log)
-    t, own = metrics["test"], metrics["metric"]
-    if not classifying:
-        log(f"finetune {arch} on {task.name} ({init}): best validation {'entity ' if family == 'tagging' else ''}"
-            f"{select} {selection.best_value:.3f} at step {selection.best_step} of {trainer.global_step}; "
-            f"{family_summary(metrics, select)} in {metrics['seconds']:.0f}s ({phases.describe()})")
-        return metrics
-    log(f"finetune {arch} on {task.name} ({init}): best validation {ft.metric} {selection.best_value:.3f} at step "
-        f"{selection.best_step} of {trainer.global_step}; test "
-        + (f"{own} {t[own]:.3f}, " if own != "accuracy" else "") + f"accuracy {t['accuracy']:.3f}, "
-        f"macro-F1 {t['macro_f1']:.3f} (majority {metrics['baselines']['majority']['accuracy']:.3f}, bag of words "
-        f"{metrics['baselines']['bag_of_words']['accuracy']:.3f}) in {metrics['seconds']:.0f}s ({phases.describe()})")
+    log(f"finetune {arch} on {task.name} ({init}): best validation {family.select_prefix}{select} "
+        f"{selection.best_value:.3f} at step {selection.best_step} of {trainer.global_step}; "
+        f"{family.summary(metrics, select)} in {metrics['seconds']:.0f}s ({phases.describe()})")
     return metrics

@@ -159,23 +159,3 @@ class BestOnValidation(pl.Callback):
         self.evaluations = list(state.get("evaluations", []))
         self.stopped_early = bool(state.get("stopped_early", False))
         self._checkpointed_best = self.best_step
-
-
-def validation_scores(predict: Callable[[nn.Module, Any], tuple[list[int], list[int]]], label_names: list[str]) -> Evaluate:
-    """``evaluate(model, device)`` from ``predict(model, device) -> (predicted, gold)`` class ids:
-    ``prediction_scores`` over ``label_names``."""
-
-    def evaluate(model: nn.Module, device) -> dict[str, float]:
-        return prediction_scores(*predict(model, device), label_names)
-
-    return evaluate
-
-
-def prediction_scores(preds: list[int], gold: list[int], label_names: list[str]) -> dict[str, float]:
-    """Predicted against gold class ids: accuracy, macro-F1, Matthews correlation and, for two
-    labels, the positive label's F1 (``finetuning.baselines.scores``, the baselines' own)."""
-    from ..finetuning import baselines
-
-    p, g = [label_names[i] for i in preds], [label_names[i] for i in gold]
-    return {**baselines.scores(p, g, label_names), "examples": len(g)}
-

@@ -35,7 +35,7 @@ The rule, exactly:
 
 So the question is well-defined (one name fills the blank) and its answer is a span of the
 context. The other parameter names are in the question, so a word-overlap baseline
-(``span_baselines.sliding_window_baseline``) lands on them, not on the answer; the model must
+(``span_qa.baselines.sliding_window_baseline``) lands on them, not on the answer; the model must
 find the docstring word that names a parameter and is not among those shown. Each question is
 in its document's pretraining split (``split_of(doc_id, params.split)``: all of a class's
 methods go with the class), so test questions come from documents unseen in pretraining."""

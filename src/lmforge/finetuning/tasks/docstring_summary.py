@@ -23,7 +23,7 @@ The examples, exactly:
 ``split_sentences``' rule: a sentence ends after ``.``, ``!`` or ``?`` followed by whitespace and
 then an uppercase letter (``str.isupper``), or at the end of the text. No abbreviation list: "e.g.
 The" is split after "e.g.", and "version 3.4 is" is not split. The generation baselines
-(``finetuning.generation_baselines``) use the same rule.
+(``finetuning.generation.baselines``) use the same rule.
 
 The clean corpus dropped some lines (those without an end mark, too short, duplicates); a
 docstring whose original summary line was dropped has its first kept line as the target.

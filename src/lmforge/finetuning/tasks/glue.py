@@ -9,19 +9,19 @@ The headline metric of each task family (``task_metric``'s ``family``, ``FAMILY_
   ``accuracy``; here ``f1`` is the F1 of the positive label (the second of two), and falls back to
   accuracy on a task without exactly two labels;
 - ``regression``: ``pearson`` (STS-B's, GLUE's first of the two correlations it reports;
-  ``spearman`` is reported beside it, ``metrics.regression.correlations``);
+  ``spearman`` is reported beside it, ``regression.metrics.correlations``);
 - ``tagging``: ``f1``, meaning entity-level micro F1 (seqeval's, conlleval's rule:
-  ``metrics.tagging.entity_scores``), not a label's F1;
+  ``tagging.metrics.entity_scores``), not a label's F1;
 - ``span_qa``: ``f1``, meaning SQuAD's token F1 (the bag-of-tokens overlap of the normalised
-  answer with the best gold answer, averaged over questions: ``metrics.spans``); ``exact_match``
+  answer with the best gold answer, averaged over questions: ``span_qa.metrics``); ``exact_match``
   is reported beside it;
 - ``generation``: by the task's ``generation_kind`` (``task.info["generation_kind"]``, passed as
   ``task_metric``'s ``generation_kind``; ``GENERATION_METRICS``): ``rougeL`` (ROUGE-L F-measure)
   for ``summarization``, ``bleu`` (sacrebleu's corpus BLEU) for ``translation``, ``exact_match``
   (SQuAD-normalised) for ``qa``, and ``rougeL`` for generic ``text`` or no kind; the names are
-  keys of ``metrics.generation.generation_scores``' result, all in [0, 1].
+  keys of ``generation.metrics.generation_scores``' result, all in [0, 1].
 
-The classification metrics themselves are ``finetuning.baselines``' (scikit-learn's)."""
+The classification metrics themselves are ``finetuning.classification.metrics``' (scikit-learn's)."""
 
 from __future__ import annotations
 

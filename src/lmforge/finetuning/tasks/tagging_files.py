@@ -13,7 +13,7 @@ write them.
 
 Tags are ``O``, ``B-X`` or ``I-X``. IOB1 files (CoNLL-2003's original tagging, where an ``I-X``
 opens an entity and ``B-X`` only separates two adjacent entities of one type) are rewritten as
-IOB2 (every entity opens with ``B-X``) by ``metrics.tagging.to_iob2``, which leaves IOB2 tags as
+IOB2 (every entity opens with ``B-X``) by ``to_iob2``, which leaves IOB2 tags as
 they are; ``task.info["tag_scheme"]`` says whether anything was rewritten and
 ``task.info["tags_rewritten"]`` how many tags of each split.
 
@@ -25,10 +25,10 @@ the file and line (``path:17: ...``).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..metrics.tagging import to_iob2
 from .base import CARVE_FRACTION, SPLIT_NAMES, TaggedSentence, Task, TaskError, carve_validation, check_task
 from .files import SPLIT_STEMS, first_jsonl_object, jsonl_objects, one_file, read_lines
 
@@ -38,6 +38,28 @@ TAGGING_SUFFIXES = (*COLUMN_SUFFIXES, ".jsonl")
 ORIGINAL_NAMES = {"train": "eng.train", "validation": "eng.testa", "test": "eng.testb"}
 DOCSTART = "-DOCSTART-"
 _TAG = re.compile(r"O|[BI]-\S+")
+
+
+def to_iob2(tags: Sequence[str]) -> list[str]:
+    """One sentence's tags rewritten from IOB1 to IOB2: an ``I-X`` that starts an entity (first
+    tag, after ``O``, or after a tag of another type) becomes ``B-X``; every other tag is kept, so
+    IOB2 input comes back unchanged. Raises ValueError on a tag that is not ``O``, ``B-X`` or
+    ``I-X`` (X non-empty), naming it and its position."""
+    if isinstance(tags, str):
+        raise ValueError("to_iob2: expected a list of tags, got a string")
+    out: list[str] = []
+    previous_type: str | None = None  # None: outside an entity
+    for i, tag in enumerate(tags):
+        if tag == "O":
+            out.append(tag)
+            previous_type = None
+            continue
+        prefix, _, kind = tag.partition("-") if isinstance(tag, str) else ("", "", "")
+        if prefix not in ("B", "I") or not kind:
+            raise ValueError(f"to_iob2: tag {i} is {tag!r}, not O, B-X or I-X")
+        out.append(f"B-{kind}" if prefix == "I" and kind != previous_type else tag)
+        previous_type = kind
+    return out
 
 
 def _bad_tag(tag: Any) -> bool:

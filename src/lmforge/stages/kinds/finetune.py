@@ -44,7 +44,7 @@ def metadata(stage, params: Params, out: Path) -> dict:
 def declare(ctx) -> None:
     """Per enabled architecture and task its family fits: the fine-tuning of the pretrained model
     and, with finetune.scratch_control, the same recipe from random weights (the control)."""
-    from ...finetuning.generation_features import fits_family
+    from ...finetuning.generation.features import fits_family
     from ...finetuning.tasks import CORPUS_TASKS
     from ...objectives.registry import tokenizer_kind
     from ...training.recipes import recipe_param_keys, recipe_path

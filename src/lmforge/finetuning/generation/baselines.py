@@ -6,7 +6,7 @@
   the text);
 - ``copy_input_baseline``: predict the whole source unchanged.
 
-Each returns ``metrics.generation.generation_scores`` of its predictions against the split's
+Each returns ``metrics.generation_scores`` of its predictions against the split's
 targets, for the metrics that fit the task's ``generation_kind`` (``KIND_METRICS``: ROUGE for
 summarization and generic text, BLEU and chrF for translation; exact match always), plus
 ``"split"`` and ``"examples"``.
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .metrics.generation import generation_scores
+from .metrics import generation_scores
 
 # the generation_scores metrics of each generation kind (a task without a kind: "text")
 KIND_METRICS = {"summarization": ("rouge", "exact_match"), "translation": ("bleu", "exact_match"),
@@ -42,7 +42,7 @@ def _scored(predictions: list[str], targets: list[str], metrics, split: str) -> 
 
 def lead_sentence(text: str) -> str:
     """The first sentence of ``text`` (the whole text, stripped, when it has no sentence end)."""
-    from .tasks.docstring_summary import split_sentences
+    from ..tasks.docstring_summary import split_sentences
 
     found = split_sentences(text)
     return found[0] if found else text.strip()

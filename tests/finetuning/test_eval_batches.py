@@ -1,4 +1,4 @@
-"""Scoring batches (training/eval_batches.py): eval mode inside, the model's own mode after,
+"""Scoring batches (finetuning/eval_batches.py): eval mode inside, the model's own mode after,
 no gradients, every example once in its order, the labels kept from the model."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from lmforge.models.layers import ModelOutput
-from lmforge.training.eval_batches import batch_logits, evaluating
+from lmforge.finetuning.eval_batches import batch_logits, evaluating
 
 
 class Recorder(torch.nn.Module):

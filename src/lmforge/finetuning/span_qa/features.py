@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .features import (
+from ..features import (
     _CLASSIFICATION_LAYOUTS,
     TEXT_TO_TEXT,
     FeatureError,
@@ -33,7 +33,7 @@ from .features import (
     _TextToText,
     load_tokenizer,
 )
-from .tasks import SpanQuestion
+from ..tasks import SpanQuestion
 
 MAX_QUESTION_TOKENS = 64
 NO_ANSWER = 0  # the position a window without the answer points at (its first): never trained on

@@ -3,9 +3,9 @@
 Greedy search for the validation passes, beam search (``TEST_BEAMS`` beams) for the final test
 score. BART, T5 and Switch decode from their decoder start with ``models.generation.generate``;
 GPT continues each prompt one example at a time, its window the last ``n_positions`` tokens
-(beam search through ``inference.generate.PromptAsMemory``, the prompt as the "encoder output"). Outputs end at ``</s>`` or after ``MAX_NEW_TOKENS``. The scores
-are ``finetuning/metrics/generation.py``'s for the task's kind (ROUGE for summaries, BLEU and
-chrF for translation, exact match always).
+(beam search through ``models.generation.PromptAsMemory``, the prompt as the "encoder output").
+Outputs end at ``</s>`` or after ``MAX_NEW_TOKENS``. The scores are ``metrics.py``'s for the
+task's kind (ROUGE for summaries, BLEU and chrF for translation, exact match always).
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..finetuning.generation_baselines import KIND_METRICS
-from ..finetuning.generation_features import SEQ2SEQ, decode
-from ..finetuning.metrics.generation import generation_scores
-from ..finetuning.tasks import TextPair
-from ..models.generation import generate
-from .eval_batches import evaluating
+from .baselines import KIND_METRICS
+from .features import SEQ2SEQ, decode
+from .metrics import generation_scores
+from ..tasks import TextPair
+from ...models.generation import PromptAsMemory, beam_search, generate
+from ..eval_batches import evaluating
 
 MAX_NEW_TOKENS = 48
 TEST_BEAMS = 4
@@ -62,9 +62,6 @@ def write(model: torch.nn.Module, arch: str, prompts: list[dict[str, np.ndarray]
 
 
 def _gpt_beam(model: torch.nn.Module, ids: torch.Tensor, num_beams: int, eos: int) -> list[int]:
-    from ..inference.generate import PromptAsMemory
-    from ..models.generation import beam_search
-
     prompt = ids[:, -model.config.n_positions:]
     out = beam_search(PromptAsMemory("gpt", model), prompt, None, MAX_NEW_TOKENS, num_beams,
                       decoder_start_token_id=int(prompt[0, -1]), eos_token_id=eos, pad_token_id=eos)
@@ -72,7 +69,7 @@ def _gpt_beam(model: torch.nn.Module, ids: torch.Tensor, num_beams: int, eos: in
 
 
 def decode_eos(arch: str, tokenizer_dir: str | Path) -> int:
-    from ..finetuning.features import load_tokenizer
+    from ..features import load_tokenizer
 
     return int(load_tokenizer(arch, tokenizer_dir).vocab.eos)
 

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..objectives.base import IGNORE_INDEX
-from .features import FeatureError, _check_arch, _TextToText, gpt_delimiter, load_tokenizer
-from .tasks import TextPair
+from ...objectives.base import IGNORE_INDEX
+from ..features import FeatureError, _check_arch, _TextToText, gpt_delimiter, load_tokenizer
+from ..tasks import TextPair
 
 SEQ2SEQ = ("bart", "t5", "switch")
 WRITERS = (*SEQ2SEQ, "gpt")

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .spans import normalize_answer
+from ..span_qa.metrics import normalize_answer
 
 METRICS = ("rouge", "bleu", "exact_match")
 

@@ -1,5 +1,6 @@
 """Running a model over encoded examples for scoring: in evaluation mode (restored afterwards),
-without gradients, ``batch_size`` examples at a time in their order."""
+without gradients, ``batch_size`` examples at a time in their order (``ordered_batches``: the
+collated batches alone)."""
 
 from __future__ import annotations
 
@@ -30,3 +31,9 @@ def batch_logits(model: torch.nn.Module, encoded: list[dict[str, np.ndarray]], c
         for i in range(0, len(encoded), batch_size):
             batch = {k: v.to(device) for k, v in collate(encoded[i:i + batch_size]).items()}
             yield i, batch, model(**{k: v for k, v in batch.items() if k != "labels"}).logits
+
+
+def ordered_batches(examples: list[dict[str, np.ndarray]], collate: Callable, size: int = 64) -> Iterator[dict]:
+    """The examples in order, ``size`` at a time (no DataLoader: nothing here draws random numbers)."""
+    for i in range(0, len(examples), size):
+        yield collate(examples[i:i + size])

@@ -1,4 +1,4 @@
-"""Fine-tuning a tagging or span QA task text to text (``finetuning/text_to_text_families.py``):
+"""Fine-tuning a tagging or span QA task text to text (``pairs.py``):
 the model writes each example's answer or entity list (greedy search), which is read back into
 answers or tags and scored by the family's own metric: SQuAD's exact match and F1, seqeval's
 entity scores."""
@@ -12,11 +12,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..finetuning.metrics.spans import squad_scores
-from ..finetuning.tasks import Task
-from ..finetuning.text_to_text_families import entity_types, tags_from_text
-from .finetune_generation import write
-from .finetune_tagging import sentence_scores
+from ..span_qa.metrics import squad_scores
+from ..tasks import Task
+from .pairs import entity_types, tags_from_text
+from ..generation.scorer import write
+from ..tagging.scorer import sentence_scores
 
 
 def text_to_text_scorer(arch: str, prompts: list[dict[str, np.ndarray]], task: Task, split: str, collate: Callable,

@@ -17,7 +17,7 @@ simplest form), exactly:
   predicts the empty string.
 
 Predictions are scored as the models are: SQuAD v1.1's exact match and token F1 against every
-gold answer of the question, the best taken (``metrics.spans.squad_scores``, fractions).
+gold answer of the question, the best taken (``metrics.squad_scores``, fractions).
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ import re
 import statistics
 from typing import Any
 
-from .metrics.spans import squad_scores
-from .tasks import SPLIT_NAMES, Task
+from .metrics import squad_scores
+from ..tasks import SPLIT_NAMES, Task
 
 WORD = re.compile(r"\w+")
 STOP_WORDS = frozenset(

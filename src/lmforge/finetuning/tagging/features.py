@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..objectives.base import IGNORE_INDEX
-from .features import (
+from ...objectives.base import IGNORE_INDEX
+from ..features import (
     _CLASSIFICATION_LAYOUTS,
     TEXT_TO_TEXT,
     FeatureError,
@@ -28,7 +28,7 @@ from .features import (
     _TextToText,
     load_tokenizer,
 )
-from .tasks import TaggedSentence
+from ..tasks import TaggedSentence
 
 OUTSIDE = "O"
 

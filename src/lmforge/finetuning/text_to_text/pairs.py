@@ -21,9 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from seqeval.metrics.sequence_labeling import get_entities
-
-from .tasks import SpanQuestion, TaggedSentence, Task, TextPair
+from ..tasks import SpanQuestion, TaggedSentence, Task, TextPair
 
 TEXT_TO_TEXT_FAMILIES = ("tagging", "span_qa")
 NO_ENTITY = "none"
@@ -32,6 +30,8 @@ SEPARATOR = " ; "
 
 def entity_target(sentence: TaggedSentence) -> str:
     """The entities of ``sentence`` as text: ``TYPE: words ; TYPE: words`` or ``none``."""
+    from seqeval.metrics.sequence_labeling import get_entities  # seqeval imports scikit-learn: only when used
+
     found = get_entities(list(sentence.tags))
     if not found:
         return NO_ENTITY

@@ -1,6 +1,6 @@
 """Fine-tuning on an extractive-QA task: the span head's start and end scores over every window
-of a question's context, the best span (``finetuning/span_features.py``) taken across its
-windows, and the answers scored by SQuAD's rule (``finetuning/metrics/spans.py``: exact match
+of a question's context, the best span (``features.py``) taken across its
+windows, and the answers scored by SQuAD's rule (``metrics.py``: exact match
 and token F1 after normalisation, the best over the gold answers)."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..finetuning.metrics.spans import squad_scores
-from ..finetuning.span_features import Window, best_span, span_text
-from ..finetuning.tasks import SpanQuestion
-from .eval_batches import batch_logits
+from .metrics import squad_scores
+from .features import Window, best_span, span_text
+from ..tasks import SpanQuestion
+from ..eval_batches import batch_logits
 
 MAX_ANSWER_TOKENS = 30
 

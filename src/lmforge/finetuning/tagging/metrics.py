@@ -5,7 +5,8 @@ and scores entities, not tags: an entity counts as found only when its type and 
 last word are all right, so a partly found entity is one false positive and one false negative.
 The entities are read by seqeval's default mode, the conlleval-compatible one: an ``I-X`` after
 ``O``, at the start or after another type opens an entity, so IOB1 and IOB2 tags give the same
-entities (``to_iob2`` is for readers that want strict IOB2). The numbers are seqeval's own:
+entities (``tasks.tagging_files.to_iob2`` rewrites IOB1 files as strict IOB2 while reading).
+The numbers are seqeval's own:
 
 - ``precision``, ``recall``, ``f1``: micro averages over all entities of all types
   (``seqeval.metrics.precision_score`` / ``recall_score`` / ``f1_score``), 0 where undefined
@@ -74,25 +75,3 @@ def entity_scores(pred: Sequence[Sequence[str]], gold: Sequence[Sequence[str]]) 
         "sentences": len(y_true),
         "per_type": per_type,
     }
-
-
-def to_iob2(tags: Sequence[str]) -> list[str]:
-    """One sentence's tags rewritten from IOB1 to IOB2: an ``I-X`` that starts an entity (first
-    tag, after ``O``, or after a tag of another type) becomes ``B-X``; every other tag is kept, so
-    IOB2 input comes back unchanged. Raises ValueError on a tag that is not ``O``, ``B-X`` or
-    ``I-X`` (X non-empty), naming it and its position."""
-    if isinstance(tags, str):
-        raise ValueError("to_iob2: expected a list of tags, got a string")
-    out: list[str] = []
-    previous_type: str | None = None  # None: outside an entity
-    for i, tag in enumerate(tags):
-        if tag == "O":
-            out.append(tag)
-            previous_type = None
-            continue
-        prefix, _, kind = tag.partition("-") if isinstance(tag, str) else ("", "", "")
-        if prefix not in ("B", "I") or not kind:
-            raise ValueError(f"to_iob2: tag {i} is {tag!r}, not O, B-X or I-X")
-        out.append(f"B-{kind}" if prefix == "I" and kind != previous_type else tag)
-        previous_type = kind
-    return out

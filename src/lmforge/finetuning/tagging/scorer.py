@@ -1,8 +1,8 @@
 """Fine-tuning on a tagging task: the tagging head's predictions scored on entities.
 
-``tagging_scorer`` is the tagging counterpart of ``finetune.split_scorer``: the whole split is
-tagged (each word's tag read at its first sub-token, ``finetuning/tagging_features.py``) and
-scored as seqeval scores entities (``finetuning/metrics/tagging.py``): entity precision, recall
+``tagging_scorer`` is the tagging counterpart of ``classification.scorer.split_scorer``: the whole
+split is tagged (each word's tag read at its first sub-token, ``features.py``) and
+scored as seqeval scores entities (``metrics.py``): entity precision, recall
 and F1, and token accuracy. Validation passes keep the numbers only; the final test score also
 has the scores per entity type.
 """
@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..finetuning.metrics.tagging import entity_scores
-from ..finetuning.tagging_features import word_tags
-from ..finetuning.tasks import TaggedSentence
-from .eval_batches import batch_logits
+from .metrics import entity_scores
+from .features import word_tags
+from ..tasks import TaggedSentence
+from ..eval_batches import batch_logits
 
 
 def predict_tags(model: torch.nn.Module, encoded: list[dict[str, np.ndarray]], tagged_words: list[list[int]],

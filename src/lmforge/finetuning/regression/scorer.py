@@ -1,5 +1,5 @@
 """Fine-tuning on a regression task (STS-B-style similarity): the one-output head's values scored
-by their Pearson and Spearman correlations with the gold targets (``finetuning/metrics/regression.py``,
+by their Pearson and Spearman correlations with the gold targets (``metrics.py``,
 SciPy's) and their mean squared error."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..finetuning.metrics.regression import correlations
-from .eval_batches import batch_logits
+from .metrics import correlations
+from ..eval_batches import batch_logits
 
 
 def predict_values(model: torch.nn.Module, encoded: list[dict[str, np.ndarray]], collate: Callable, device="cpu",

@@ -1,0 +1,5 @@
+"""Tagging's room: its inputs (``features.py``), scorer, metrics and baselines."""
+
+from .family import FAMILY
+
+__all__ = ["FAMILY"]
