@@ -138,3 +138,22 @@ def test_families_refuse_what_they_cannot_train(tmp_path):
     with pytest.raises(ConfigError, match="toy-ranking is a ranking task; fine-tuning takes classification, regression, "
                                           "tagging, span_qa, generation tasks"):
         families.family_for(_task("ranking", [], []), "classification")
+
+
+def test_a_family_that_leaves_out_part_of_the_protocol_cannot_be_made():
+    from lmforge.finetuning.family import Family
+
+    class NoSummary(Family):
+        name = "partial"
+
+        def encode(self, task, arch, tok_dir, max_length, mode):
+            return None
+
+        def scorer(self, inputs, task, split, arch, tok_dir, collate):
+            return None
+
+        def baselines(self, task, seed):
+            return {}
+
+    with pytest.raises(TypeError, match="summary"):
+        NoSummary()

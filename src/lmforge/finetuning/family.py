@@ -13,6 +13,7 @@ of its own (``classification/``, ``regression/``, ``tagging/``, ``span_qa/``, ``
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,8 +41,9 @@ class FamilyInputs:
     candidates: dict[int, list[int]] | None = None  # text-to-text classification: each label's target ids
 
 
-class Family:
-    """One task family's part of fine-tuning. ``ft`` is the recipe's ``finetune`` section
+class Family(ABC):
+    """One task family's part of fine-tuning (a family that leaves out ``encode``, ``scorer``,
+    ``baselines`` or ``summary`` cannot be instantiated). ``ft`` is the recipe's ``finetune`` section
     (``training.recipes.FinetuneRecipe``); ``recipe`` the recipe file, named in errors."""
 
     name = ""
@@ -68,29 +70,32 @@ class Family:
         """The metric model selection follows: the task's own (``load_task`` names it), else the family's."""
         return task.info.get("metric") or FAMILY_METRICS[task.family]
 
+    @abstractmethod
     def encode(self, task: Task, arch: str, tok_dir: Path, max_length: int, mode: str) -> FamilyInputs:
-        raise NotImplementedError
+        """The task's splits as ``arch``'s inputs."""
 
     def weighted_labels(self, inputs: FamilyInputs, ft: Any) -> list[int] | None:
         """The training labels to balance the loss over (``training.module.balanced_class_weights``),
         or None for an unweighted loss."""
         return None
 
+    @abstractmethod
     def scorer(self, inputs: FamilyInputs, task: Task, split: str, arch: str, tok_dir: Path,
                collate: Callable) -> Evaluate:
-        raise NotImplementedError
+        """``evaluate(model, device)``: the scores of ``split``."""
 
     def score_test(self, inputs: FamilyInputs, task: Task, arch: str, tok_dir: Path, collate: Callable, model: Any,
                    device: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         """(the test split's scores, what else ``metrics.json`` keeps of them)."""
         return self.scorer(inputs, task, "test", arch, tok_dir, collate)(model, device), {}
 
+    @abstractmethod
     def baselines(self, task: Task, seed: int) -> dict[str, dict]:
-        raise NotImplementedError
+        """The baselines the fine-tuned model must beat, each by name."""
 
+    @abstractmethod
     def summary(self, metrics: dict[str, Any], select: str) -> str:
         """The test scores against the baselines, for the closing log line."""
-        raise NotImplementedError
 
 
 def refuse_augment(task: Task, ft: Any, recipe: Path) -> None:
