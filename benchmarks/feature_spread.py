@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     from lmforge.errors import LmforgeError
     from lmforge.finetuning.features import collate, encode_split, pad_id, text_to_text, tokenizer_dir_for
     from lmforge.finetuning.tasks import load_task
-    from lmforge.training.finetune import build_finetune_model, head_model
+    from lmforge.training.finetune_model import build_finetune_model, head_model
 
     project = Path(args.project).resolve()
     if args.examples < 2:

@@ -7,8 +7,8 @@ beat (``baselines``), says which metric model selection follows (``select``) and
 line with the test scores against those baselines (``summary``). Each family lives in a folder
 of its own (``classification/``, ``regression/``, ``tagging/``, ``span_qa/``, ``generation/``;
 ``text_to_text/`` writes tagging and span QA as text) whose ``FAMILY`` is listed in
-``families.py``. The model heads are ``models/``'s: ``FamilyInputs.model_mode`` says which one
-``training.finetune.head_model`` builds.
+``families.py``. The model heads are ``models/``'s: ``FamilyInputs.head`` names the one a family's
+model has (``training/finetune_model.py`` builds it).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from .tasks import Task
 from .tasks.glue import FAMILY_METRICS
 
 SPLITS = ("train", "validation", "test")
+WRITTEN = ""  # ``FamilyInputs.head`` of a model that writes its answer: the pretraining head, kept
 
 # evaluate(model, device) -> the scores of one split
 Evaluate = Callable[[Any, Any], dict[str, Any]]
@@ -36,7 +37,8 @@ class FamilyInputs:
 
     encoded: dict[str, list]
     num_labels: int  # the head's outputs; 0: the pretraining head (the answer written as text)
-    model_mode: str  # how ``finetune.head_model`` builds the model: classification, tagging, ..., text_to_text
+    head: str  # the head on the backbone, by its name in ``models.registry`` (classification,
+    # token_classification, span_extraction), or ``WRITTEN``: the pretraining head, the answer as text
     extra: dict[str, Any] = field(default_factory=dict)  # per split: words, windows, prompts
     candidates: dict[int, list[int]] | None = None  # text-to-text classification: each label's target ids
 
@@ -96,6 +98,12 @@ class Family(ABC):
     @abstractmethod
     def summary(self, metrics: dict[str, Any], select: str) -> str:
         """The test scores against the baselines, for the closing log line."""
+
+
+def scored_as(inputs: FamilyInputs) -> str:
+    """How a sequence model's outputs are read: ``text_to_text`` (the answer written) or
+    ``classification`` (the head's outputs)."""
+    return "text_to_text" if inputs.head == WRITTEN else "classification"
 
 
 def refuse_augment(task: Task, ft: Any, recipe: Path) -> None:

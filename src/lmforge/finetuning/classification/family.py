@@ -12,7 +12,7 @@ from typing import Any
 
 from ...config import ConfigError
 from .. import features
-from ..family import SPLITS, Family, FamilyInputs
+from ..family import SPLITS, WRITTEN, Family, FamilyInputs, scored_as
 from ..tasks import Task
 from . import baselines
 
@@ -44,7 +44,8 @@ class Classification(Family):
         if mode == "text_to_text":
             targets = features.label_token_ids(task, arch, tok_dir)
             candidates = {label_ids[name]: ids for name, ids in targets.items()}
-        return FamilyInputs(encoded, len(task.label_names), mode, candidates=candidates)
+        head = WRITTEN if mode == "text_to_text" else "classification"
+        return FamilyInputs(encoded, len(task.label_names), head, candidates=candidates)
 
     def weighted_labels(self, inputs: FamilyInputs, ft: Any) -> list[int] | None:
         if ft.class_weights != "balanced":
@@ -54,7 +55,7 @@ class Classification(Family):
     def scorer(self, inputs: FamilyInputs, task: Task, split: str, arch: str, tok_dir: Path, collate: Callable):
         from .scorer import split_scorer
 
-        return split_scorer(inputs.encoded[split], collate, inputs.model_mode, inputs.candidates, task.label_names)
+        return split_scorer(inputs.encoded[split], collate, scored_as(inputs), inputs.candidates, task.label_names)
 
     def score_test(self, inputs: FamilyInputs, task: Task, arch: str, tok_dir: Path, collate: Callable, model: Any,
                    device: Any) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -63,7 +64,7 @@ class Classification(Family):
         from ..eval_batches import ordered_batches
         from .scorer import predict, prediction_scores
 
-        predicted, gold = predict(model, ordered_batches(inputs.encoded["test"], collate), inputs.model_mode,
+        predicted, gold = predict(model, ordered_batches(inputs.encoded["test"], collate), scored_as(inputs),
                                   inputs.candidates, device=device)
         confusion = {"labels": list(task.label_names), "matrix": confusion_matrix(predicted, gold, inputs.num_labels)}
         return prediction_scores(predicted, gold, task.label_names), {"test_confusion": confusion}

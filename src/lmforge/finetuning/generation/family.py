@@ -12,7 +12,7 @@ from typing import Any
 
 from ...config import ConfigError
 from ..features import FeatureError
-from ..family import SPLITS, Family, FamilyInputs, refuse_augment
+from ..family import SPLITS, WRITTEN, Family, FamilyInputs, refuse_augment
 from ..tasks import Task, TextPair
 from .baselines import copy_input_baseline, lead_sentence_baseline
 from .features import check_writer, encode_pairs
@@ -36,7 +36,7 @@ def encode_written(pairs: dict[str, list[TextPair]], prefix: str, arch: str, tok
         encoded[split] = encode_pairs(pairs[split], arch, tok_dir, max_length, prefix=prefix)
         if split != "train":
             extra[split] = encode_pairs(pairs[split], arch, tok_dir, max_length, prefix=prefix, with_target=False)
-    return FamilyInputs(encoded, 0, "text_to_text", extra)
+    return FamilyInputs(encoded, 0, WRITTEN, extra)
 
 
 class Generation(Family):

@@ -22,7 +22,7 @@ class Regression(Family):
     def encode(self, task: Task, arch: str, tok_dir: Path, max_length: int, mode: str) -> FamilyInputs:
         encoded = {split: features.encode_split(task, split, arch, tok_dir, max_length, {}, mode="regression")
                    for split in SPLITS}
-        return FamilyInputs(encoded, 1, "regression")
+        return FamilyInputs(encoded, 1, "classification")  # the sequence head, one output: mean squared error
 
     def scorer(self, inputs: FamilyInputs, task: Task, split: str, arch: str, tok_dir: Path, collate: Callable):
         from .scorer import regression_scorer

@@ -30,7 +30,7 @@ class SpanQA(Family):
                                                              prefix=task.prefix, train=split == "train")
         if not encoded["train"]:
             raise ConfigError(f"{task.name}: no training window holds its answer at max_length {max_length}")
-        return FamilyInputs(encoded, 2, "span_qa", extra)
+        return FamilyInputs(encoded, 2, "span_extraction", extra)
 
     def scorer(self, inputs: FamilyInputs, task: Task, split: str, arch: str, tok_dir: Path, collate: Callable):
         from .scorer import span_scorer

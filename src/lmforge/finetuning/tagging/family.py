@@ -29,7 +29,7 @@ class Tagging(Family):
         for split in SPLITS:
             encoded[split], extra[split] = encode_tagged(task.splits[split], arch, tok_dir, max_length, tag_ids,
                                                          prefix=task.prefix)
-        return FamilyInputs(encoded, len(task.label_names), "tagging", extra)
+        return FamilyInputs(encoded, len(task.label_names), "token_classification", extra)
 
     def weighted_labels(self, inputs: FamilyInputs, ft: Any) -> list[int] | None:
         if ft.tag_weights != "balanced":
