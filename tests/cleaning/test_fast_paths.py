@@ -6,6 +6,7 @@ from collections import Counter
 import numpy as np
 
 from lmforge.cleaning.dedup import minhash as mh
+from lmforge.cleaning.dedup import xxh64
 from lmforge.cleaning.dedup.lines import _line_hash, _line_hashes
 from lmforge.cleaning.filters import BadWordsFilter
 from lmforge.cleaning.text import count_sentences, normalize_for_dedup, normalize_for_dedup_utf8, split_sentences
@@ -55,7 +56,7 @@ def test_xxh64_slices():
     data = bytes(rng.randrange(256) for _ in range(400))
     lo = np.array([a for n in range(301) for a in range(9)], dtype=np.int64)
     hi = lo + np.array([n for n in range(301) for a in range(9)], dtype=np.int64)
-    assert mh.xxh64_slices(data, lo, hi).tolist() == [xxhash.xxh64_intdigest(data[a:b]) for a, b in zip(lo.tolist(), hi.tolist())]
+    assert xxh64.xxh64_slices(data, lo, hi).tolist() == [xxhash.xxh64_intdigest(data[a:b]) for a, b in zip(lo.tolist(), hi.tolist())]
 
 
 def test_line_hashes():
@@ -224,7 +225,7 @@ def test_words_at_every_byte():
         data = bytes(rng.randrange(256) for _ in range(n))
         raw = np.frombuffer(data + bytes(8), dtype=np.uint8)
         ref = np.ascontiguousarray(np.lib.stride_tricks.as_strided(raw, shape=(raw.size - 7, 8), strides=(1, 1))).view("<u8").ravel()
-        got = mh._words_at_every_byte(data)
+        got = xxh64._words_at_every_byte(data)
         assert got.dtype == ref.dtype and got.tolist() == ref.tolist()
 
 

@@ -8,7 +8,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from lmforge.corpus.document import CorpusError
-from lmforge.corpus.sources import InputReport, iter_documents, parse_hf_spec
+from lmforge.corpus.huggingface import parse_hf_spec
+from lmforge.corpus.sources import InputReport, iter_documents
 
 
 def docs_of(*specs, **kw):

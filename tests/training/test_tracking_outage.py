@@ -14,7 +14,7 @@ import pytest
 from lmforge.config import load_params
 from lmforge.tracking import Tracker
 from lmforge.tracking.spool import pending
-from lmforge.tracking.tracker import send_spooled
+from lmforge.tracking.sync import send_spooled
 
 from ..mlflow_server import MlflowServer
 

@@ -122,17 +122,17 @@ def test_sync_refuses_a_spool_that_would_upload_a_file_outside_it(tmp_path):
 
 def test_sync_asks_only_the_configured_server(tmp_path, monkeypatch):
     """Spools of other servers are left waiting and their servers are not even asked."""
-    from lmforge.tracking import tracker
+    from lmforge.tracking import sync
 
     asked: list[str] = []
-    monkeypatch.setattr(tracker, "check_reachable", lambda uri, timeout: asked.append(uri))
+    monkeypatch.setattr(sync, "check_reachable", lambda uri, timeout: asked.append(uri))
     sent_to: list[str] = []
-    monkeypatch.setattr(tracker.Spool, "send", lambda self, apply: sent_to.append(self.run_id) or 1)
+    monkeypatch.setattr(Spool, "send", lambda self, apply: sent_to.append(self.run_id) or 1)
     for run, uri in (("mine", "http://u:old-password@127.0.0.1:5000"), ("theirs", "http://203.0.113.9:5000")):
         Spool(tmp_path, uri, run).add({"op": "batch", "metrics": [["loss", 1.0, 0, 1]]})
     logs: list[str] = []
     configured = f"http://lmforge:{SECRET}@127.0.0.1:5000"
-    assert tracker.send_spooled(tmp_path, configured, log=logs.append) == (1, 1)
+    assert sync.send_spooled(tmp_path, configured, log=logs.append) == (1, 1)
     assert asked == [configured] and sent_to == ["mine"]
     assert any("kept for http://203.0.113.9:5000, not for the configured tracking server http://127.0.0.1:5000" in line
                for line in logs), logs

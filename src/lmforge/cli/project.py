@@ -113,7 +113,7 @@ def tracking_sync(params_path, overrides) -> None:
     \b
     Example: lmforge tracking sync
     """
-    from ..tracking.tracker import send_spooled
+    from ..tracking.sync import send_spooled
 
     params = _params(params_path, list(overrides))
     with user_errors():

@@ -1,8 +1,11 @@
 """Experiment tracking and the model registry, on MLflow 3.
 
-``store``: tracking URIs and the sqlite store; ``tracker``: the ``Tracker`` (one run);
-``provenance``: git commit, DVC hashes, run tags; ``registry``: candidate / champion aliases and
-loading a registered model; ``pyfunc``: the pyfunc wrapper; ``keys``: MLflow's key rules.
+``store``: tracking URIs and the sqlite store; ``tracker``: the ``Tracker`` (one run), with
+``values`` (parameters flattened, metric values as floats) and ``model_logging`` (a model folder
+logged to a run); ``spool``: what a run keeps while its server is away, and ``sync``: sending it
+later (``lmforge tracking sync``); ``provenance``: git commit, DVC hashes, run tags;
+``registry``: candidate / champion aliases and loading a registered model; ``pyfunc``: the
+pyfunc wrapper; ``keys``: MLflow's key rules.
 Model folders themselves live in ``lmforge.models.folder``.
 """
 

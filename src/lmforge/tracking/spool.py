@@ -4,7 +4,7 @@ One JSON-lines file per run, ``<tracking.spool_dir>/<run id>.jsonl``: each line 
 ``Tracker`` would have made (a batch of metrics, params or tags; an artifact; a logged model; the
 run's end), with copies of the files it names in ``<run id>/``. ``Tracker`` appends to it while
 the server does not answer and sends it when the server answers again; whatever is left when
-the run ends is sent by ``lmforge tracking sync`` (``tracker.send_spooled``).
+the run ends is sent by ``lmforge tracking sync`` (``sync.send_spooled``).
 
 A spool line names its server without the URI's user and password (the sender takes them from
 the configuration), and a spool is sent only after ``verify``: every file it would upload lies

@@ -4,72 +4,28 @@ explicit client; a no-op object when disabled or off rank 0, so callers never br
 
 from __future__ import annotations
 
-import dataclasses
-import numbers
 import os
 import posixpath
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import mlflow
-import mlflow.pyfunc
-import torch
 from mlflow import MlflowClient
-from mlflow.entities import LoggedModelOutput, Metric, Param, RunStatus, RunTag
+from mlflow.entities import Metric, Param, RunStatus, RunTag
 from mlflow.entities.model_registry import ModelVersion
 from mlflow.exceptions import MlflowException
 
 from ..config import TrackingConfig
-from ..models.folder import read_meta
 from ..ranks import is_rank_zero
 from ..redact import redact, redact_data, redact_log_records, redact_uri
 from .keys import MAX_PARAM_LENGTH, MAX_TAG_LENGTH, safe_key
-from .pyfunc import LmforgePyfunc, pip_requirements, text_signature
-from .registry import register_candidate
-from .spool import Spool, pending
-from .store import (TrackingUnavailable, artifact_location, check_reachable, ensure_tracking_store,
-                    global_tracking_uri, quiet_mlflow, resolve_tracking_uri)
+from .model_logging import log_model_folder
+from .spool import Spool
+from .store import TrackingUnavailable, artifact_location, check_reachable, ensure_tracking_store, resolve_tracking_uri
+from .values import as_float, flatten_params
 
-__all__ = ["Tracker", "is_rank_zero", "send_spooled"]
-
-
-def _flatten(params: Any, prefix: str = "") -> dict[str, Any]:
-    """Nested mappings (and dataclasses / pydantic models) flattened to dotted keys."""
-    if dataclasses.is_dataclass(params) and not isinstance(params, type):
-        params = {f.name: getattr(params, f.name) for f in dataclasses.fields(params)}
-    elif hasattr(params, "model_dump") and callable(params.model_dump) and not isinstance(params, type):
-        params = params.model_dump()
-    flat: dict[str, Any] = {}
-    for key, value in params.items():
-        name = f"{prefix}.{key}" if prefix else str(key)
-        nested = isinstance(value, Mapping) or (dataclasses.is_dataclass(value) and not isinstance(value, type)) \
-            or (hasattr(value, "model_dump") and not isinstance(value, type))
-        if nested and (not isinstance(value, Mapping) or value):
-            flat.update(_flatten(value, name))
-        else:
-            flat[name] = value
-    return flat
-
-
-def _as_float(value: Any) -> float | None:
-    """A metric value as a float, or None when it is not a number (strings, None, tensors of more
-    than one element...). NaN and infinities are kept."""
-    if isinstance(value, bool):
-        return float(value)
-    if isinstance(value, numbers.Real):
-        return float(value)
-    if isinstance(value, torch.Tensor):
-        return float(value.detach().item()) if value.numel() == 1 and not value.is_complex() else None
-    item = getattr(value, "item", None)  # numpy 0-d arrays and scalars
-    if callable(item) and getattr(value, "size", None) == 1:
-        try:
-            scalar = item()
-        except (TypeError, ValueError):
-            return None
-        return float(scalar) if isinstance(scalar, numbers.Real) else None
-    return None
+__all__ = ["Tracker", "is_rank_zero"]
 
 
 class Tracker:
@@ -295,7 +251,8 @@ class Tracker:
         elif op == "dict":
             client.log_dict(run_id, record["data"], record["name"])
         elif op == "model":
-            return self._log_model_now(Path(record["model_dir"]), record["name"], record["registered_name"])
+            return log_model_folder(client, self.uri, self.experiment_id, run_id, Path(record["model_dir"]), record["name"],
+                                    record["registered_name"])
         elif op == "terminate":
             client.set_terminated(run_id, status=record["status"])
         else:
@@ -309,7 +266,7 @@ class Tracker:
         immutable: logging a key again with a different value raises ``MlflowException``."""
         if self._run() is None:
             return
-        batch = [[safe_key(k), redact(str(v))[:MAX_PARAM_LENGTH]] for k, v in _flatten(params).items()]
+        batch = [[safe_key(k), redact(str(v))[:MAX_PARAM_LENGTH]] for k, v in flatten_params(params).items()]
         if batch:
             self._send({"op": "batch", "params": batch})
 
@@ -321,7 +278,7 @@ class Tracker:
         timestamp = int(time.time() * 1000)
         batch = []
         for key, value in metrics.items():
-            number = _as_float(value)
+            number = as_float(value)
             if number is not None:
                 batch.append([safe_key(key), number, timestamp, int(step or 0)])
         if batch:
@@ -370,61 +327,3 @@ class Tracker:
         if self._run() is None:
             return None
         return self._send({"op": "model", "model_dir": str(model_dir), "name": name, "registered_name": registered_name})
-
-    def _log_model_now(self, model_dir: Path, name: str, registered_name: str | None) -> ModelVersion | None:
-        run_id = self.run_id
-        meta = read_meta(model_dir)
-        client = self.client
-        logged = client.create_logged_model(
-            experiment_id=self.experiment_id, name=name, source_run_id=run_id,
-            tags={"lmforge.preset": str(meta["preset"]), "lmforge.head": str(meta["head"])},
-        )
-        client.log_outputs(run_id, [LoggedModelOutput(logged.model_id, step=0)])
-        # pyfunc.log_model has no URI argument: it writes through the global URI
-        signature, example = text_signature(model_dir)  # a fine-tuned model takes texts
-        with global_tracking_uri(self.uri), quiet_mlflow():
-            mlflow.pyfunc.log_model(
-                name=name, python_model=LmforgePyfunc(), artifacts={"model": str(model_dir)},
-                pip_requirements=pip_requirements(), model_id=logged.model_id,
-                signature=signature, input_example=example,
-                metadata={"lmforge": {k: meta.get(k) for k in ("preset", "head", "num_labels", "lmforge_version")}},
-            )
-        if registered_name is None:
-            return None
-        return register_candidate(self.uri, registered_name, logged.model_id, run_id)
-
-
-def send_spooled(folder: str | Path, uri: str | None, log: Callable[[str], None] = print) -> tuple[int, int]:
-    """Send the spools in ``folder`` kept for the tracking server ``uri`` (the configured one:
-    ``lmforge tracking sync``): (runs sent, runs still waiting). Nothing else is sent anywhere: a
-    spool kept for another server stays where it is (and waits), and every spool is verified
-    first (``Spool.verify``: it uploads only the copies in its own folder), else ``SpoolError``
-    before anything is sent. A server that does not answer leaves the spools where they are."""
-    target = resolve_tracking_uri(uri)
-    shown = redact_uri(target)
-    spools = list(pending(folder))
-    for spool in spools:
-        spool.verify()
-    sent = waiting = 0
-    unreachable: TrackingUnavailable | None = None
-    checked = False
-    for spool in spools:
-        if spool.uri.rstrip("/") != shown.rstrip("/"):
-            log(f"run {spool.run_id}: {len(spool)} records kept for {spool.uri}, not for the configured tracking "
-                f"server {shown}; left in {spool.file}")
-            waiting += 1
-            continue
-        if not checked:
-            checked = True
-            try:
-                check_reachable(target, 5.0)
-            except TrackingUnavailable as exc:
-                unreachable = exc
-        if unreachable is not None:
-            log(f"run {spool.run_id}: {len(spool)} records wait ({unreachable})")
-            waiting += 1
-            continue
-        n = spool.send(Tracker.resume(target, spool.run_id, spool.experiment_id).apply)
-        log(f"run {spool.run_id}: sent {n} records to {shown}")
-        sent += 1
-    return sent, waiting

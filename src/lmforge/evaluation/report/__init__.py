@@ -2,11 +2,12 @@
 loss below its start and a unigram baseline) and does the model transfer (fine-tuned accuracy
 above the majority-class and bag-of-words baselines)?
 
-``write_report`` (``write.py``) writes it all; the numbers are in ``leaderboard.py``, the charts in
-``charts.py``.
+``write_report`` (``write.py``) writes it all; the numbers are in ``leaderboard.py``, its Markdown in
+``leaderboard_markdown.py``, the charts in ``charts.py``.
 """
 
-from .leaderboard import COLUMNS, format_leaderboard, leaderboard, load_evaluations, tasks
+from .leaderboard import COLUMNS, leaderboard, load_evaluations, tasks
+from .leaderboard_markdown import format_leaderboard
 from .write import read_history, write_report
 
 __all__ = ["COLUMNS", "format_leaderboard", "leaderboard", "load_evaluations", "read_history", "tasks", "write_report"]

@@ -1,6 +1,6 @@
 """The report's numbers: the evaluate stage's ``<arch>.json`` files read back, the leaderboard
-DataFrame, its Markdown (table, column meanings, the "did pretraining learn?" flags) and
-metrics.json. Any part of an evaluation may be missing or null: its cells are then empty."""
+DataFrame and metrics.json (its Markdown is ``leaderboard_markdown.py``). Any part of an
+evaluation may be missing or null: its cells are then empty."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 # What the transfer column calls paying (one seed: no spread to exceed), and how close to its
@@ -132,6 +131,17 @@ def _less(a: float, b: float) -> Any:
     return pd.NA if math.isnan(a) or math.isnan(b) else bool(a < b)
 
 
+def is_missing(value: Any) -> bool:
+    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
+
+
+def format_count(value: float) -> str:
+    for size, suffix in ((1e15, "P"), (1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= size:
+            return f"{value / size:.3g}{suffix}"
+    return f"{value:.0f}"
+
+
 def tasks(evaluations: Iterable[dict]) -> list[str]:
     """The fine-tuning tasks found, in order of first appearance."""
     found: list[str] = []
@@ -217,14 +227,14 @@ def compute_cost(compute: Any) -> str | None:
         return None
     minutes = _compute_row(compute)["pretrain_minutes"]
     unit = "CPU" if compute.get("device") in (None, "cpu") else "GPU"
-    return (f"{_count(_number(compute.get('tokens')))} tokens, {_count(_number(compute.get('flops')))} FLOP, "
+    return (f"{format_count(_number(compute.get('tokens')))} tokens, {format_count(_number(compute.get('flops')))} FLOP, "
             f"{minutes:.1f} {unit}-minutes")
 
 
 def transfer_cost(gain: float, compute: Any) -> str | None:
     """"+9.6 points for 12M tokens, 1.3P FLOP, 13.0 CPU-minutes" (None without a gain or a record)."""
     cost = compute_cost(compute)
-    return None if _missing(gain) or cost is None else f"{100 * gain:+.1f} points for {cost}"
+    return None if is_missing(gain) or cost is None else f"{100 * gain:+.1f} points for {cost}"
 
 
 def leaderboard(evaluations: list[dict], task: str | None = None) -> pd.DataFrame:
@@ -281,101 +291,6 @@ def leaderboard(evaluations: list[dict], task: str | None = None) -> pd.DataFram
     return df
 
 
-# ----------------------------------------------------------------------------- Markdown
-
-
-def _missing(value: Any) -> bool:
-    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
-
-
-def _count(value: float) -> str:
-    for size, suffix in ((1e15, "P"), (1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= size:
-            return f"{value / size:.3g}{suffix}"
-    return f"{value:.0f}"
-
-
-def _cell(column: str, value: Any) -> str:
-    if _missing(value):
-        return "–"
-    if column in BOOLEAN_COLUMNS:
-        return "✓" if bool(value) else "✗"
-    if column in ("parameters", "pretrain_tokens", "pretrain_flops"):
-        return _count(float(value))
-    if column == "pretrain_mfu":
-        return f"{100 * float(value):.1f}%"
-    if column == "pretrain_minutes":
-        return f"{float(value):.1f}"
-    if column == "steps":
-        return f"{int(value):d}"
-    if column == "perplexity":
-        return f"{value:.4g}" if value < 1e6 else f"{value:.3e}"
-    if isinstance(value, (int, float, np.number)):
-        return f"{float(value):.3f}"
-    return str(value).replace("|", "\\|").replace("\n", " ")
-
-
-def format_leaderboard(df: pd.DataFrame) -> str:
-    """The leaderboard as a Markdown table (numbers rounded, ✓/✗ for the booleans, – where unknown)."""
-    columns = [c for c in TABLE_COLUMNS if c in df.columns]
-    columns += [c for c in df.columns if c not in columns and c != "unigram_bits_per_byte"]
-    numeric = {c for c in columns if c not in TEXT_COLUMNS and c not in BOOLEAN_COLUMNS}
-    lines = [
-        "| " + " | ".join(columns) + " |",
-        "|" + "|".join("---:" if c in numeric else (":---:" if c in BOOLEAN_COLUMNS else "---") for c in columns) + "|",
-    ]
-    for _, row in df.iterrows():
-        lines.append("| " + " | ".join(_cell(c, row[c]) for c in columns) + " |")
-    return "\n".join(lines) + "\n"
-
-
-def _flags(df: pd.DataFrame) -> list[str]:
-    """A line per architecture whose validation loss is not below its start or its unigram baseline
-    (or was not measured)."""
-    lines = []
-    for _, row in df.iterrows():
-        name = row["architecture"]
-        if _missing(row["val_loss"]):
-            lines.append(f"- **{name}**: no validation loss recorded; learning cannot be checked.")
-            continue
-        problems = []
-        if row["below_start"] is not pd.NA and not bool(row["below_start"]):
-            problems.append(f"not below its start {row['loss_start']:.3f}")
-        if row["below_unigram"] is not pd.NA and not bool(row["below_unigram"]):
-            problems.append(f"not below its unigram baseline {row['unigram_loss']:.3f} "
-                            "(the model does not yet use context)")
-        if problems:
-            lines.append(f"- **{name}**: validation loss {row['val_loss']:.3f} is " + " and ".join(problems) + ".")
-    return lines
-
-
-def leaderboard_markdown(df: pd.DataFrame) -> str:
-    task = next((t for t in df["task"] if t), None) if "task" in df else None
-    parts = [
-        "# Leaderboard",
-        "",
-        f"{len(df)} architecture(s), each pretrained with its own objective and evaluated on the "
-        "validation split; losses are cross entropies in nats per predicted token, so they compare "
-        "across architectures only when objective and tokenizer match (bits_per_byte is the "
-        "tokenizer-independent one for objectives that predict every token). "
-        + (f"The downstream columns are for the fine-tuning task `{task}`. " if task else
-           "No architecture was fine-tuned, so the downstream columns are empty. ")
-        + "✓/✗ mark the comparisons, – an unknown value.",
-        "",
-        "Columns:",
-        "",
-        *[f"- `{c}`: {COLUMNS[c]}" for c in TABLE_COLUMNS if c in df.columns],
-        "",
-        format_leaderboard(df).rstrip("\n"),
-        "",
-        "## Did pretraining learn?",
-        "",
-    ]
-    flags = _flags(df)
-    parts.extend(flags if flags else ["Every architecture's validation loss is below its start and its unigram baseline."])
-    return "\n".join(parts) + "\n"
-
-
 # ----------------------------------------------------------------------------- metrics.json
 
 
@@ -385,7 +300,7 @@ def leaderboard_metrics(df: pd.DataFrame) -> dict[str, Any]:
         flat: dict[str, float | int] = {}
         for column in df.columns:
             value = row[column]
-            if column in TEXT_COLUMNS or _missing(value):
+            if column in TEXT_COLUMNS or is_missing(value):
                 continue
             if column in BOOLEAN_COLUMNS:
                 flat[column] = int(bool(value))
@@ -406,4 +321,3 @@ def leaderboard_metrics(df: pd.DataFrame) -> dict[str, Any]:
         **{column: count(column) for column in BOOLEAN_COLUMNS},
     }
     return metrics
-

@@ -15,7 +15,8 @@ import pandas as pd
 
 from ...artifacts import atomic_write_bytes
 from . import charts
-from .leaderboard import leaderboard, leaderboard_markdown, leaderboard_metrics, lookup
+from .leaderboard import leaderboard, leaderboard_metrics, lookup
+from .leaderboard_markdown import leaderboard_markdown
 from .tasks import task_tables_markdown
 
 log = logging.getLogger(__name__)
