@@ -87,6 +87,9 @@ class StageKind:
     code: tuple[str, ...]                        # the library code it runs, relative to the project root
     tools: frozenset[str]                        # what it is made with (Dagster's asset "kinds")
     run: Callable[[Params, Any, Log], dict]  # the library function, as the CLI and Dagster call it
+    # the stage's runner, the library function ``run`` calls: ``run_<kind>`` in the package that
+    # does the work, as "module:function" (e.g. "lmforge.cleaning.stage:run_clean")
+    runner: str = ""
     summary: Callable[[Any, dict], str] | None = None  # what the CLI prints afterwards
     checks: tuple[CheckSpec, ...] = ()
     check: Callable[[Any, Params, Path], list[CheckOutcome]] | None = None

@@ -172,7 +172,7 @@ KIND = StageKind(
     name="clean", record="stats.json", group="corpus",
     code=("src/lmforge/cleaning", "src/lmforge/corpus", "src/lmforge/resources", "src/lmforge/finetuning/tasks"),
     tools=frozenset({"python", "parquet"}),
-    run=run, summary=summary, check=check, metadata=metadata,
+    run=run, runner="lmforge.cleaning.stage:run_clean", summary=summary, check=check, metadata=metadata,
     checks=(
         CheckSpec("not_empty", "the clean corpus keeps at least checks.clean_min_documents documents"),
         CheckSpec("drop_rates", "documents kept / read >= checks.clean_min_kept_fraction, and no single drop reason "

@@ -105,6 +105,6 @@ KIND = StageKind(
     name="finetune", record="metrics.json", group="finetuning",
     code=("src/lmforge/training", "src/lmforge/models", "src/lmforge/finetuning"),
     tools=frozenset({"pytorch", "mlflow"}),
-    run=run, check=check, metadata=metadata, subprocess=True,
+    run=run, runner="lmforge.training.finetune:run_finetune", check=check, metadata=metadata, subprocess=True,
     checks=(CheckSpec("loss_finite", "every logged fine-tuning loss is finite"),),
 )

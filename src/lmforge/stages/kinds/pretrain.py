@@ -77,7 +77,7 @@ KIND = StageKind(
     code=("src/lmforge/training", "src/lmforge/models", "src/lmforge/datasets", "src/lmforge/objectives",
           "src/lmforge/evaluation/intrinsic.py"),
     tools=frozenset({"pytorch", "mlflow"}),
-    run=run, check=check, metadata=metadata, subprocess=True,
+    run=run, runner="lmforge.training.pretrain:run_pretrain", check=check, metadata=metadata, subprocess=True,
     checks=(CheckSpec("loss_finite_and_decreasing", "every logged training loss is finite and the last is below the first "
                                                     "by more than checks.loss_min_drop"),),
 )

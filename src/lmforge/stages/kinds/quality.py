@@ -101,7 +101,7 @@ KIND = StageKind(
     name="quality", record="stats.json", group="corpus",
     code=("src/lmforge/cleaning/quality.py", "src/lmforge/cleaning/quality_stage.py", "src/lmforge/corpus"),
     tools=frozenset({"python", "sklearn", "parquet"}),
-    run=run, summary=summary, check=check, metadata=metadata,
+    run=run, runner="lmforge.cleaning.quality_stage:run_quality", summary=summary, check=check, metadata=metadata,
     checks=(
         CheckSpec("not_empty", "the filtered corpus keeps at least checks.clean_min_documents documents"),
         CheckSpec("classifier_accuracy", "the classifier's balanced accuracy on its held-out documents >= "
