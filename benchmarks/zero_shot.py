@@ -19,7 +19,7 @@ from lmforge.config import load_params
 from lmforge.evaluation import harness_task
 from lmforge.evaluation.lm_eval_run import require_lm_eval, run_tasks
 from lmforge.inference.loading import load
-from lmforge.training.harness import default_task, folder_scorer, scorer, untrained_twin
+from lmforge.evaluation.zero_shot import default_task, folder_scorer, scorer, untrained_twin
 
 
 def main(argv: list[str] | None = None) -> list[dict]:

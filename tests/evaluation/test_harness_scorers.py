@@ -132,7 +132,7 @@ def test_an_encoder_decoder_answers_questions_from_the_context():
 def test_transformer_xl_reads_inputs_longer_than_its_training_segment():
     from types import SimpleNamespace
 
-    from lmforge.training.harness import scorer
+    from lmforge.evaluation.zero_shot import scorer
 
     txl = _tiny("txl-tiny", 1, mem_len=0)  # trained on segments of tgt_len = 32 tokens
     tokenizer = SimpleNamespace(vocab=SimpleNamespace(eos=EOS), encode=lambda texts: [encode(t) for t in texts])

@@ -234,7 +234,7 @@ def _own_loss(arch: str, objective: str, out) -> tuple[torch.Tensor, ...]:
 def test_validation_loss_equals_cross_entropy_of_the_same_logits(stores, arch, objective):
     from lmforge.datasets.open import open_objective
     from lmforge.training.data import ObjectiveDataModule
-    from lmforge.training.pretrain import tokenizer_overrides
+    from lmforge.training.tokenizer_config import tokenizer_overrides
 
     params = stores
     train, validation = open_objective(params, objective, "train"), open_objective(params, objective, "validation")

@@ -4,7 +4,7 @@ the from-scratch control; and the evaluate stage's transfer gain and baseline ch
 import pandas as pd
 
 from lmforge.evaluation.report.tasks import task_frame, task_tables_markdown
-from lmforge.training.evaluate import transfer_gain
+from lmforge.evaluation.stage import transfer_gain
 
 KIND = {"test": {"accuracy": 0.8, "macro_f1": 0.7}, "baselines": {"majority": {"accuracy": 0.5},
                                                                     "bag_of_words": {"accuracy": 0.85}},

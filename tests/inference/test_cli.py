@@ -102,7 +102,7 @@ def test_evaluate_harness_scores_a_transformers_export_as_the_folder_it_came_fro
     assert ", acc " in line[0] and ", acc_norm " in line[0] and line[0].endswith(", n 6")
     assert line[0] == line[1]
     # beneath the accuracies: the same log-likelihood of every choice from both folders
-    from lmforge.training.harness import folder_scorer
+    from lmforge.evaluation.zero_shot import folder_scorer
 
     pairs = [(r["context"], " " + c) for r in rows for c in r["choices"]]
     a, b = (folder_scorer(f).loglikelihood(pairs) for f in (folder, tmp_path / "hf"))

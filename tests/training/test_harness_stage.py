@@ -17,8 +17,8 @@ from lmforge.evaluation.harness import Question, score_questions
 from lmforge.inference.loading import load
 from lmforge.models.registry import build_model
 from lmforge.splits import split_of
-from lmforge.training.evaluate import run_evaluate
-from lmforge.training.harness import default_task, harness_scores, scorer, task_dir, untrained_twin
+from lmforge.evaluation.stage import run_evaluate
+from lmforge.evaluation.zero_shot import default_task, harness_scores, scorer, task_dir, untrained_twin
 
 from ..finetuning.conftest import corpus  # noqa: F401  (the session fixture)
 from ..inference.conftest import write_model
@@ -156,7 +156,7 @@ def test_an_exported_encoder_decoder_scores_as_the_folder_it_came_from(project, 
     from click.testing import CliRunner
 
     from lmforge.cli import main
-    from lmforge.training.harness import folder_scorer
+    from lmforge.evaluation.zero_shot import folder_scorer
 
     params, _ = project
     folder = layout.pretrained_model_dir(params, arch)

@@ -254,7 +254,7 @@ def evaluate(architectures, params_path, overrides, harness, model_dir) -> None:
         _fail("--harness and --model go together, without architectures")
     params = _params(params_path, list(overrides))
     if harness:
-        from ..training.harness import folder_scores
+        from ..evaluation.zero_shot import folder_scores
 
         with user_errors():
             scores = folder_scores(params, pathlib.Path(model_dir), list(harness))

@@ -61,6 +61,7 @@ from ..finetuning import features
 from ..finetuning.family import FamilyInputs
 from ..config import Params
 from ..finetuning.tasks import Task
+from ..tracking.factory import tracking_factory
 from . import param_groups
 from .data import ObjectiveDataModule
 from .finetune_callbacks import BestOnValidation
@@ -69,7 +70,6 @@ from .finetune_outputs import finetune_metrics, save_finetune_outputs
 from .finetune_plan import FinetunePlan, plan_finetune
 from .module import LMForgeModule, balanced_class_weights
 from .phases import PhaseClock
-from .pretrain import tracking_factory
 from .progress import TrainingProgress
 from .recipes import resolve_finetune_budget
 from .run import History, build_trainer, check_trainable, start_attempt, world_size

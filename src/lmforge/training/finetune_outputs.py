@@ -14,7 +14,7 @@ from ..finetuning.family import FamilyInputs
 from ..models.registry import CLASSIFIER_HEADS
 from .compute import compute_record, device_name, labelled_fraction
 from .finetune_plan import FinetunePlan
-from .pretrain import draw_run_charts
+from .run_charts import draw_run_charts
 from .run import world_size
 
 

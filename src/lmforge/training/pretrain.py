@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +26,9 @@ from .. import layout
 from ..artifacts import atomic_write_json, fingerprint, finished
 from ..config import ConfigError, Params
 from ..evaluation.intrinsic import evaluate_lm, target_counts, tokenizer_bytes_per_token
-from ..models.registry import PRESET_ARCHITECTURE, build_model, preset_config
+from ..models.registry import build_model
 from ..objectives.base import Vocab
+from ..tracking.factory import tracking_factory
 from ..datasets.open import open_objective
 from ..objectives.registry import tokenizer_kind
 from .data import ObjectiveDataModule
@@ -38,21 +38,10 @@ from .progress import TrainingProgress
 from .recipes import Recipe, load_recipe, recipe_path, size_recipe, unset_budget
 from .compute import compute_record, device_name, labelled_fraction
 from .phases import PhaseClock
+from .run_charts import draw_run_charts
+from .tokenizer_config import tokenizer_overrides
 from .run import (History, build_trainer, check_trainable, evaluation_device, is_rank_zero, resolve_precision, start_attempt,
                   world_size)
-
-
-def tokenizer_overrides(preset: str, vocab: Vocab) -> dict[str, Any]:
-    """Config values that come from the trained tokenizer: the vocabulary size and special ids."""
-    config = preset_config(preset)
-    names = {f.name for f in fields(config)}
-    out: dict[str, Any] = {"vocab_size": vocab.size}
-    for field, role in (("pad_id", "pad"), ("bos_id", "bos"), ("eos_id", "eos")):
-        if field in names and getattr(vocab, role) is not None:
-            out[field] = getattr(vocab, role)
-    if "decoder_start_id" in names:  # BART starts decoding from eos, T5 (and Switch) from pad
-        out["decoder_start_id"] = vocab.eos if PRESET_ARCHITECTURE[preset] == "bart" else vocab.pad
-    return out
 
 
 def batch_size_for(params: Params, recipe: Recipe, per_device: int, ordered: bool) -> int:
@@ -214,42 +203,3 @@ def _train_batches(data: ObjectiveDataModule, n: int):
 
     sampler = StreamSampler(len(data.train_data), data.batch_size, n, seed=data.seed, shuffle=not data.ordered)
     return DataLoader(data.train_data, batch_size=data.batch_size, sampler=sampler, collate_fn=data.collate)
-
-
-def tracking_factory(params: Params, log: Callable[[str], None] | None = None):
-    """A function building the stage's MLflow ``Tracker`` from ``params.tracking`` (rank 0 only).
-    An http(s) server that does not answer within ``tracking.timeout_seconds`` is a
-    ``TrackingUnavailable`` error now, before the stage does anything."""
-    from .. import tracking
-
-    uri = tracking.resolve_tracking_uri(params.tracking.uri)
-    enabled = params.tracking.enabled and is_rank_zero()
-    if enabled:  # here, when the stage starts: not after it has trained
-        tracking.check_reachable(uri, params.tracking.timeout_seconds)
-
-    def make(run_name: str, tags: dict[str, str]):
-        if enabled:
-            tracking.ensure_tracking_store(uri)
-        t = params.tracking
-        return tracking.Tracker(uri, t.experiment, run_name, tags=tags, enabled=enabled, spool_dir=t.spool_dir,
-                                retry_seconds=t.retry_seconds, timeout_seconds=t.timeout_seconds, log=log,
-                                system_metrics_seconds=t.system_metrics_seconds)
-
-    return make
-
-
-def draw_run_charts(out: Path, rows: list[dict[str, float]], title: str, log: Callable[[str], None], *,
-                    baseline: float | None = None, confusion: dict[str, Any] | None = None) -> list[Path]:
-    """The run's pictures in ``out`` (``loss.png``: loss with the unigram ``baseline``, learning
-    rate, tokens per second; ``confusion.png`` from ``confusion``'s labels and matrix); the paths
-    drawn. A chart that fails is logged and left out: the run's outputs are finished."""
-    from functools import partial
-
-    from ..charts import write_charts
-    from ..charts.training import confusion as confusion_chart
-    from ..charts.training import run_curves
-
-    drawings = {"loss": partial(run_curves, rows, title, baseline)}
-    if confusion is not None:
-        drawings["confusion"] = partial(confusion_chart, confusion["labels"], confusion["matrix"], f"{title}: test split")
-    return write_charts(out, drawings, log)

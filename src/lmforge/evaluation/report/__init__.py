@@ -2,7 +2,8 @@
 loss below its start and a unigram baseline) and does the model transfer (fine-tuned accuracy
 above the majority-class and bag-of-words baselines)?
 
-``write_report`` (``write.py``) writes it all; the numbers are in ``leaderboard.py``, its Markdown in
+``run_report`` (``stage.py``) is the report stage: it reads the evaluations and ``write_report``
+(``write.py``) writes it all; the numbers are in ``leaderboard.py``, its Markdown in
 ``leaderboard_markdown.py``, the charts in ``charts.py``.
 """
 

@@ -208,7 +208,7 @@ def _compute_row(compute: Any) -> dict[str, float]:
 
 
 def _harness_row(harness: Any) -> dict[str, Any]:
-    """The first zero-shot task's accuracy, pretrained and untrained (training.harness's record)."""
+    """The first zero-shot task's accuracy, pretrained and untrained (evaluation.zero_shot's record)."""
     if not isinstance(harness, dict) or not harness.get("tasks"):
         return {"harness_task": None, "harness_acc": math.nan, "harness_floor_acc": math.nan}
     if harness.get("not_applicable"):

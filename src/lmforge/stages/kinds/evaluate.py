@@ -9,13 +9,13 @@ from ... import layout
 from ...config import Params
 from ...evaluation.report.leaderboard import PLATEAU_NATS, on_plateau
 from ...finetuning.headline import baseline_headlines, headline, headline_metric
-from ...training.evaluate import transfer_gain
+from ...evaluation.stage import transfer_gain
 from ..kind import CheckOutcome, CheckSpec, Markdown, StageKind, numbers, read_record, read_json_or_empty
 from ..stage import Output, Stage
 
 
 def run(params: Params, stage, log) -> dict:
-    from ...training.evaluate import run_evaluate
+    from ...evaluation.stage import run_evaluate
 
     arch = stage.key["arch"]
     return run_evaluate(params, [arch], log=log)[arch]
@@ -107,11 +107,11 @@ def declare(ctx) -> None:
 KIND = StageKind(
     declare=declare,
     name="evaluate", group="evaluation",
-    code=("src/lmforge/training/evaluate.py", "src/lmforge/inference/samples.py", "src/lmforge/training/harness.py",
+    code=("src/lmforge/evaluation/stage.py", "src/lmforge/inference/samples.py", "src/lmforge/evaluation/zero_shot.py",
           "src/lmforge/evaluation/harness.py", "src/lmforge/evaluation/harness_task.py",
           "src/lmforge/evaluation/lm_eval_run.py", "src/lmforge/evaluation/lm_eval_model.py"),
     tools=frozenset({"mlflow", "json"}),
-    run=run, check=check, metadata=metadata,
+    run=run, runner="lmforge.evaluation.stage:run_evaluate", check=check, metadata=metadata,
     checks=(
         CheckSpec("beats_unigram_baseline", "validation loss below the unigram baseline of the objective's targets",
                   blocking=False),

@@ -11,11 +11,9 @@ from ..stage import Output, Stage
 
 
 def run(params: Params, stage, log) -> dict:
-    from ...evaluation.report import load_evaluations, write_report
+    from ...evaluation.report.stage import run_report
 
-    evaluations = load_evaluations(layout.evaluations_dir(params), order=params.train.architectures)
-    result = write_report(evaluations, layout.report_dir(params))
-    return {"leaderboard": result["leaderboard"], "files": [str(f) for f in result["files"]]}
+    return run_report(params, log=log)
 
 
 def summary(stage, result: dict) -> str:
@@ -66,5 +64,5 @@ KIND = StageKind(
     name="report", group="evaluation",
     code=("src/lmforge/evaluation/report",),
     tools=frozenset({"pandas", "matplotlib"}),
-    run=run, summary=summary, metadata=metadata,
+    run=run, runner="lmforge.evaluation.report.stage:run_report", summary=summary, metadata=metadata,
 )

@@ -5,8 +5,8 @@ version only when it beats the champion on the recipe's metric (fine-tuned: the 
 ``tracking.promotion_metric``, higher is better; pretrained: validation loss, lower is better).
 The numbers themselves are measured at the end of pretraining and of fine-tuning; the samples
 (what the pretrained model writes for fixed prompts, ``inference.samples``) and, when
-``evaluate.harness`` lists tasks, the zero-shot harness scores (``training.harness``, under
-``harness``) are made here."""
+``evaluate.harness`` lists tasks, the zero-shot harness scores (``evaluation.zero_shot``, under
+``harness``) are made here (``evaluation/zero_shot.py``)."""
 
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ def _numbers(scores: dict | None, prefix: str) -> dict[str, float]:
 def run_evaluate(params: Params, archs: list[str] | None = None, *, log: Callable[[str], None] = print,
                  tracker_factory=None) -> dict[str, dict]:
     from .. import tracking
-    from .pretrain import tracking_factory
+    from ..tracking.factory import tracking_factory
 
     factory = tracker_factory or tracking_factory(params, log)
     uri = tracking.resolve_tracking_uri(params.tracking.uri)
@@ -89,7 +89,7 @@ def run_evaluate(params: Params, archs: list[str] | None = None, *, log: Callabl
             ev = gather(params, arch)
             ev["samples"] = pretrained_samples(params, arch)
             if params.evaluate.harness:  # zero-shot tasks (lm-eval's, where the eval extra is installed)
-                from .harness import harness_scores
+                from .zero_shot import harness_scores
 
                 ev["harness"] = harness_scores(params, arch, log=log)
             ev["promotion"] = {}

@@ -15,11 +15,11 @@ import torch
 
 from .. import layout
 from ..config import Params
-from ..evaluation import harness_task
+from . import harness_task
 from ..errors import ConfigError
-from ..evaluation.harness import (CausalScorer, HarnessError, LeftToRight, Seq2SeqScorer, not_applicable,
+from .harness import (CausalScorer, HarnessError, LeftToRight, Seq2SeqScorer, not_applicable,
                                   score_questions)
-from ..evaluation.lm_eval_run import INSTALL
+from .lm_eval_run import INSTALL
 
 
 def task_dir(params: Params) -> Path:
@@ -103,7 +103,7 @@ def score_tasks(scorer_: CausalScorer | Seq2SeqScorer, specs: list[str], local: 
     lm-eval's acc, acc_norm and acc_bytes (a test holds the two equal on the same questions)."""
     version = lm_eval_version()
     if version is not None:
-        from ..evaluation.lm_eval_run import run_tasks
+        from .lm_eval_run import run_tasks
 
         return run_tasks(scorer_, specs, local, name=name), f"lm-eval {version}"
     require_scorer_for(specs)
