@@ -34,8 +34,8 @@ from lmforge.objectives.features import pad_batch
 from lmforge.objectives.permutation import PermutationLM
 from lmforge.objectives.registry import OBJECTIVES
 from lmforge.tokenizer_kinds import KINDS
-from lmforge.tokenization.store import build_store
-from lmforge.tokenization.train import run_tokenizers
+from lmforge.tokenization.tokenizer_stage import run_tokenizer
+from lmforge.tokenization.tokens_stage import run_tokens
 
 BATCH = 32
 
@@ -76,9 +76,9 @@ def main() -> None:
             "tokenize": {"output": f"{tmp}/tokens"}, "dataset": {"output": f"{tmp}/datasets"},
         })
         run_clean(params.clean, log=lambda m: None)
-        run_tokenizers(params, log=lambda m: None)
+        run_tokenizer(params, log=lambda m: None)
         for kind in KINDS:
-            build_store(params, kind, log=lambda m: None)
+            run_tokens(params, kind, log=lambda m: None)
         print(f"torch threads: {torch.get_num_threads()}; batches of {BATCH}\n")
 
         # 1. MLM vs DataCollatorForLanguageModeling ------------------------------------------

@@ -25,8 +25,8 @@ from lmforge.config import Params
 from lmforge.splits import split_of
 from lmforge.cleaning.output import iter_clean
 from lmforge.tokenizer_kinds import KINDS
-from lmforge.tokenization.store import build_store
-from lmforge.tokenization.train import run_tokenizers
+from lmforge.tokenization.tokenizer_stage import run_tokenizer
+from lmforge.tokenization.tokens_stage import run_tokens
 
 
 def best_of(n: int, fn):
@@ -60,12 +60,12 @@ def main() -> None:
             def train_once(kind=kind):
                 import shutil
                 shutil.rmtree(f"{tmp}/tok/{kind}", ignore_errors=True)
-                run_tokenizers(params, [kind], log=lambda m: None)
+                run_tokenizer(params, [kind], log=lambda m: None)
 
             def store_once(kind=kind):
                 import shutil
                 shutil.rmtree(f"{tmp}/tokens/{kind}", ignore_errors=True)
-                build_store(params, kind, log=lambda m: None)
+                run_tokens(params, kind, log=lambda m: None)
 
             t_train = best_of(reps, train_once)
             t_store = best_of(reps, store_once)

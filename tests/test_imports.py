@@ -136,8 +136,8 @@ def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_the_import_reader_sees_relative_absolute_and_function_level_imports():
     assert "lmforge.objectives.base" in imports_of("lmforge.objectives.clm", module_level=True)
     assert "lmforge.config" in imports_of("lmforge.layout", module_level=True)
-    assert "lmforge.tokenization.train" in imports_of("lmforge.stages.kinds.tokenizer", module_level=False)
-    assert "lmforge.tokenization.train" not in imports_of("lmforge.stages.kinds.tokenizer", module_level=True)
+    assert "lmforge.tokenization.tokenizer_stage" in imports_of("lmforge.stages.kinds.tokenizer", module_level=False)
+    assert "lmforge.tokenization.tokenizer_stage" not in imports_of("lmforge.stages.kinds.tokenizer", module_level=True)
     assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 

@@ -19,8 +19,8 @@ import pytest
 
 from lmforge.cleaning.stage import run_clean
 from lmforge.config import CleanConfig, ExecutorConfig, parse_params
-from lmforge.tokenization.store import build_store
-from lmforge.tokenization.train import run_tokenizers
+from lmforge.tokenization.tokenizer_stage import run_tokenizer
+from lmforge.tokenization.tokens_stage import run_tokens
 from lmforge.testing.documents import page, sentence, write_jsonl
 
 pytestmark = pytest.mark.slow
@@ -185,7 +185,7 @@ import sys
 from lmforge.config import ExecutorConfig
 from lmforge.executors.local import LocalExecutor
 from lmforge.executors.ray_tasks import RayExecutor
-from lmforge.tokenization.store import encode_shard
+from lmforge.tokenization.tokens_stage import encode_shard
 missing, tmp, address = sys.argv[1:]
 for ex in (LocalExecutor(0), RayExecutor(ExecutorConfig(kind="ray", ray_address=address), 0, log=lambda m: None)):
     try:
@@ -200,9 +200,9 @@ TOKENIZE = """
 import json, os, sys
 from lmforge.config import ExecutorConfig, Params
 from lmforge.executors.ray_tasks import RayExecutor
-from lmforge.tokenization.store import build_store
+from lmforge.tokenization.tokens_stage import run_tokens
 params = Params.model_validate_json(sys.argv[1])
-manifest = build_store(params, "bpe", log=lambda m: None, executor=ExecutorConfig(kind="ray", ray_address=sys.argv[2]))
+manifest = run_tokens(params, "bpe", log=lambda m: None, executor=ExecutorConfig(kind="ray", ray_address=sys.argv[2]))
 print(json.dumps(manifest["execution"]))
 ex = RayExecutor(ExecutorConfig(kind="ray", ray_address=sys.argv[2]), 0, log=lambda m: None)
 print(json.dumps(ex.map(os.getenv, [("RAYON_NUM_THREADS",)] * 2, "threads")))  # what a unit's Rust pools may use
@@ -231,8 +231,8 @@ def test_token_store_on_the_cluster_is_the_local_one(ray_cluster, corpus, tmp_pa
                            "tokenizer": {"kinds": ["bpe"], "output": str(tmp_path / "tok"), "bpe": {"vocab_size": 600}},
                            "tokenize": {"output": str(tmp_path / "local")}})
     run_clean(params.clean, log=lambda m: None)
-    run_tokenizers(params, log=lambda m: None)
-    build_store(params, "bpe", log=lambda m: None)
+    run_tokenizer(params, log=lambda m: None)
+    run_tokens(params, "bpe", log=lambda m: None)
     on_ray = params.model_copy(update={"tokenize": params.tokenize.model_copy(update={"output": str(tmp_path / "ray")})})
     out = run_driver(TOKENIZE, ray_cluster, on_ray.model_dump_json(), ray_cluster.address).splitlines()
     execution = json.loads(out[0])

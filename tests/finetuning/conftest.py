@@ -65,11 +65,11 @@ def params_at(root, clean=None):
 @pytest.fixture(scope="session")
 def corpus(tmp_path_factory):
     """(params, documents) of the synthetic docstring corpus, tokenizers of every kind trained on it."""
-    from lmforge.tokenization.train import run_tokenizers
+    from lmforge.tokenization.tokenizer_stage import run_tokenizer
 
     root = tmp_path_factory.mktemp("finetune")
     docs = docstring_documents()
     write_docs(root / "clean", docs)
     params = params_at(root)
-    run_tokenizers(params, log=lambda m: None)
+    run_tokenizer(params, log=lambda m: None)
     return params, docs

@@ -65,11 +65,11 @@ def test_dispatch_export_and_reload(tmp_path, name, head, hf_class, auto):
 def test_export_carries_the_tokenizer(tmp_path):
     from tests.tokenization.conftest import params_for, small_corpus, write_clean
 
-    from lmforge.tokenization.train import run_tokenizers
+    from lmforge.tokenization.tokenizer_stage import run_tokenizer
 
     params = params_for(tmp_path)
     write_clean(tmp_path / "clean", small_corpus(60))
-    run_tokenizers(params, ["bpe"], log=lambda m: None)
+    run_tokenizer(params, ["bpe"], log=lambda m: None)
     model = build_model("gpt-tiny", vocab_size=600)
     out = export(model, tmp_path / "gpt", tokenizer_dir=tmp_path / "tokenizers" / "bpe")
     tok = transformers.AutoTokenizer.from_pretrained(str(out))

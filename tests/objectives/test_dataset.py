@@ -8,7 +8,7 @@ import pytest
 from lmforge.config import Params
 from lmforge.objectives.base import ObjectiveError, Vocab
 from lmforge.datasets.open import ObjectiveDataset, open_objective
-from lmforge.datasets.stage import StaticDataset, build_dataset
+from lmforge.datasets.stage import StaticDataset, run_dataset
 from lmforge.objectives.features import pad_batch
 from lmforge.objectives.registry import OBJECTIVE_TOKENIZER, OBJECTIVES
 from lmforge.tokenizer_kinds import KINDS
@@ -64,7 +64,7 @@ def test_dynamic_masks_change_per_epoch_and_reproduce(pipeline):
 
 def test_stats_and_static_mode(pipeline):
     tmp, params = pipeline
-    summary = build_dataset(params, "mlm", log=lambda m: None)
+    summary = run_dataset(params, "mlm", log=lambda m: None)
     stats = json.loads((tmp / "datasets" / "mlm" / "stats.json").read_text())
     assert stats == json.loads(json.dumps(summary))
     train = stats["splits"]["train"]
@@ -83,7 +83,7 @@ def test_stats_and_static_mode(pipeline):
     assert isinstance(shown["masking"], Image) and isinstance(shown["input_lengths"], Image)
 
     static = Params.model_validate({**params.model_dump(mode="json"), "dataset": {**params.dataset.model_dump(mode="json"), "mode": "static"}})
-    built = build_dataset(static, "span_corruption", log=lambda m: None)
+    built = run_dataset(static, "span_corruption", log=lambda m: None)
     spans = {int(n): c for n, c in built["splits"]["train"]["noise_span_lengths"].items()}
     assert sum(n * c for n, c in spans.items()) / sum(spans.values()) == \
         pytest.approx(built["splits"]["train"]["mean_noise_span_length"], abs=1e-4)
@@ -95,7 +95,7 @@ def test_stats_and_static_mode(pipeline):
         for key, value in live[i].items():
             assert np.array_equal(stored[i][key], value), key
     logs = []
-    build_dataset(static, "span_corruption", log=logs.append)
+    run_dataset(static, "span_corruption", log=logs.append)
     assert logs == ["dataset span_corruption: up to date"]
 
 

@@ -51,27 +51,27 @@ def params_for(tmp_path, **tokenizer):
 def tokenized_project(tmp_path, documents: int, dataset: dict) -> Params:
     """A project of ``documents`` generated pages with tokenizers of every kind and their token
     stores built (the unigram vocabulary small), ``dataset`` its dataset section."""
-    from lmforge.tokenization.store import build_store
-    from lmforge.tokenization.train import run_tokenizers
+    from lmforge.tokenization.tokenizer_stage import run_tokenizer
+    from lmforge.tokenization.tokens_stage import run_tokens
     from lmforge.tokenizer_kinds import KINDS
 
     write_clean(tmp_path / "clean", small_corpus(documents))
     base = params_for(tmp_path, unigram={"vocab_size": 300, "sentinels": 20})
     params = Params.model_validate({**base.model_dump(mode="json"), "dataset": {"output": str(tmp_path / "datasets"),
                                                                                  **dataset}})
-    run_tokenizers(params, log=lambda m: None)
+    run_tokenizer(params, log=lambda m: None)
     for kind in KINDS:
-        build_store(params, kind, log=lambda m: None)
+        run_tokens(params, kind, log=lambda m: None)
     return params
 
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     """Tokenizers of every kind trained on a small generated corpus."""
-    from lmforge.tokenization.train import run_tokenizers
+    from lmforge.tokenization.tokenizer_stage import run_tokenizer
 
     tmp = tmp_path_factory.mktemp("tok")
     write_clean(tmp / "clean", small_corpus())
     params = params_for(tmp)
-    metrics = run_tokenizers(params, log=lambda m: None)
+    metrics = run_tokenizer(params, log=lambda m: None)
     return tmp, params, metrics

@@ -17,8 +17,10 @@ from lmforge.stages.kinds.tokens import metadata
 from lmforge.stages.metrics import write_stage_metrics
 from lmforge.testing.documents import page
 from lmforge.tokenization.mixture import plan, rule_of
-from lmforge.tokenization.store import TokenStore, build_store
-from lmforge.tokenization.train import run_tokenizers, tokenizer_sha256
+from lmforge.tokenization.store import TokenStore
+from lmforge.tokenization.tokenizer_stage import run_tokenizer
+from lmforge.tokenization.tokens_stage import run_tokens
+from lmforge.tokenization.train import tokenizer_sha256
 
 SPLITS = ("train", "validation", "test")
 # 160 documents from one source, 120 + 80 from two files under one folder
@@ -57,7 +59,7 @@ def project(tmp_path_factory):
     source_of = _corpus(tmp / "clean")
     base = {"clean": {"output": str(tmp / "clean")}, "split": {"validation": 0.15, "test": 0.15},
             "tokenizer": {"output": str(tmp / "tokenizers"), "kinds": ["bpe"], "bpe": {"vocab_size": 400}}}
-    run_tokenizers(Params.model_validate(base), ["bpe"], log=lambda m: None)
+    run_tokenizer(Params.model_validate(base), ["bpe"], log=lambda m: None)
 
     def params(name, mixture=None, seed=0):
         tokenize = {"output": str(tmp / "tokens" / name), "batch_size": 50}
@@ -67,7 +69,7 @@ def project(tmp_path_factory):
 
     def build(name, mixture=None, seed=0):
         logs = []
-        build_store(params(name, mixture, seed), "bpe", log=logs.append)
+        run_tokens(params(name, mixture, seed), "bpe", log=logs.append)
         return TokenStore(tmp / "tokens" / name / "bpe"), logs
 
     return SimpleNamespace(tmp=tmp, source_of=source_of, params=params, build=build, plain=build("plain")[0])

@@ -9,8 +9,9 @@ from tokenizers import Tokenizer
 from lmforge.config import SplitConfig
 from lmforge.splits import split_of
 from lmforge.tokenizer_kinds import KINDS
-from lmforge.tokenization.store import SENTENCE_START, WORD_START, StoreError, TokenStore, build_store, token_dtype, token_flags
-from lmforge.tokenization.train import run_tokenizers
+from lmforge.tokenization.store import SENTENCE_START, WORD_START, StoreError, TokenStore, token_dtype, token_flags
+from lmforge.tokenization.tokenizer_stage import run_tokenizer
+from lmforge.tokenization.tokens_stage import run_tokens
 
 from .conftest import params_for, small_corpus, write_clean
 
@@ -21,7 +22,7 @@ HAND = "Hello world. The cat's toy is red! Another line is here.\nSecond paragra
 def stores(trained):
     tmp, params, _ = trained
     for kind in KINDS:
-        build_store(params, kind, log=lambda m: None)
+        run_tokens(params, kind, log=lambda m: None)
     return tmp, params
 
 
@@ -100,18 +101,18 @@ def test_splits_are_stable_when_documents_are_added(tmp_path, capsys):
     texts = small_corpus(120)
     params = params_for(tmp_path)
     write_clean(tmp_path / "clean", texts)
-    run_tokenizers(params, ["bpe"], log=lambda m: None)
+    run_tokenizer(params, ["bpe"], log=lambda m: None)
     stats = json.loads((tmp_path / "clean" / "stats.json").read_text())
     (tmp_path / "clean" / "stats.json").write_text(json.dumps({**stats, "documents_out": len(texts)}))
     capsys.readouterr()
-    build_store(params, "bpe", log=lambda m: None)
+    run_tokens(params, "bpe", log=lambda m: None)
     # off a terminal, the closing progress line: every shard of the clean corpus encoded
     n_shards = len(list((tmp_path / "clean").glob("shard-*.parquet")))
     assert f"token store bpe: {n_shards}/{n_shards} units (" in capsys.readouterr().err
     before = {s: set(TokenStore(tmp_path / "tokens" / "bpe").split(s).doc_ids()) for s in ("train", "validation", "test")}
     more = texts + small_corpus(80, seed=9)
     write_clean(tmp_path / "clean", more)
-    build_store(params, "bpe", log=lambda m: None)
+    run_tokens(params, "bpe", log=lambda m: None)
     after = {s: set(TokenStore(tmp_path / "tokens" / "bpe").split(s).doc_ids()) for s in ("train", "validation", "test")}
     for s in before:
         assert before[s] <= after[s]
@@ -147,14 +148,14 @@ def test_truncated_and_corrupt_arrays_are_caught(stores, tmp_path):
 def test_rebuild_is_skipped_when_up_to_date_and_redone_when_tokenizer_changes(tmp_path):
     params = params_for(tmp_path)
     write_clean(tmp_path / "clean", small_corpus(60))
-    run_tokenizers(params, ["char"], log=lambda m: None)
+    run_tokenizer(params, ["char"], log=lambda m: None)
     logs = []
-    build_store(params, "char", log=logs.append)
-    build_store(params, "char", log=logs.append)
+    run_tokens(params, "char", log=logs.append)
+    run_tokens(params, "char", log=logs.append)
     assert logs[-1] == "token store char: up to date"
     params2 = params_for(tmp_path, char={"word_vocab_size": 100})
-    run_tokenizers(params2, ["char"], log=lambda m: None)
-    build_store(params2, "char", log=logs.append)
+    run_tokenizer(params2, ["char"], log=lambda m: None)
+    run_tokens(params2, "char", log=logs.append)
     assert "up to date" not in logs[-1]
     assert TokenStore(tmp_path / "tokens" / "char").manifest["vocab_size"] == 100
 
@@ -163,4 +164,4 @@ def test_missing_tokenizer_is_a_clear_error(tmp_path):
     params = params_for(tmp_path)
     write_clean(tmp_path / "clean", small_corpus(10))
     with pytest.raises(StoreError, match="no trained wordpiece tokenizer"):
-        build_store(params, "wordpiece", log=lambda m: None)
+        run_tokens(params, "wordpiece", log=lambda m: None)

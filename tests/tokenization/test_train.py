@@ -9,7 +9,8 @@ from transformers import PreTrainedTokenizerFast
 
 from lmforge.chars import BOS_CHAR, BOW_CHAR, EOS_CHAR, EOW_CHAR, PAD_CHAR, encode_word
 from lmforge.tokenizer_kinds import ARCHITECTURE_TOKENIZER, KINDS
-from lmforge.tokenization.train import _mark_internal, _unmark, run_tokenizers, train_kind
+from lmforge.tokenization.tokenizer_stage import run_tokenizer
+from lmforge.tokenization.train import _mark_internal, _unmark, train_kind
 
 from .conftest import EXTRA, params_for, small_corpus, write_clean
 
@@ -178,9 +179,9 @@ def test_up_to_date_and_missing_corpus(tmp_path):
 
     params = params_for(tmp_path)
     with pytest.raises(CorpusError, match="run `lmforge clean` first"):
-        run_tokenizers(params, ["bpe"], log=lambda m: None)
+        run_tokenizer(params, ["bpe"], log=lambda m: None)
     write_clean(tmp_path / "clean", small_corpus(100))
     logs = []
-    run_tokenizers(params, ["bpe"], log=logs.append)
-    run_tokenizers(params, ["bpe"], log=logs.append)
+    run_tokenizer(params, ["bpe"], log=logs.append)
+    run_tokenizer(params, ["bpe"], log=logs.append)
     assert logs[-1] == "tokenizer bpe: up to date"

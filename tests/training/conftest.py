@@ -58,8 +58,8 @@ def tiny_data(tmp_path_factory) -> Path:
     """Clean corpus, four tokenizers and four token stores (built once)."""
     from lmforge.cleaning.stage import run_clean
     from lmforge.config import load_params
-    from lmforge.tokenization.store import build_store
-    from lmforge.tokenization.train import run_tokenizers
+    from lmforge.tokenization.tokenizer_stage import run_tokenizer
+    from lmforge.tokenization.tokens_stage import run_tokens
 
     root = tmp_path_factory.mktemp("tiny")
     rng = random.Random(7)
@@ -68,9 +68,9 @@ def tiny_data(tmp_path_factory) -> Path:
     shutil.copytree(REPO / "pipelines", root / "pipelines", ignore=shutil.ignore_patterns("README.md"))
     params = load_params(write_params(root))
     run_clean(params.clean, log=lambda m: None)
-    run_tokenizers(params, log=lambda m: None)
+    run_tokenizer(params, log=lambda m: None)
     for kind in params.tokenizer.kinds:
-        build_store(params, kind, log=lambda m: None)
+        run_tokens(params, kind, log=lambda m: None)
     return root
 
 

@@ -79,7 +79,7 @@ def _fingerprint(params: Params, name: str) -> str:
                        getattr(params.dataset, name).model_dump(mode="json"))
 
 
-def build_dataset(params: Params, name: str, log: Callable[[str], None] = print) -> dict[str, Any]:
+def run_dataset(params: Params, name: str, log: Callable[[str], None] = print) -> dict[str, Any]:
     """The dataset stage for one objective: statistics, and the examples in static mode."""
     cfg = params.dataset
     out = dataset_dir(params, name)

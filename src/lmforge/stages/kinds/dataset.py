@@ -15,9 +15,9 @@ from ..stage import Output, Stage
 
 
 def run(params: Params, stage, log) -> dict:
-    from ...datasets.stage import build_dataset
+    from ...datasets.stage import run_dataset
 
-    return build_dataset(params, stage.key["objective"], log=log)
+    return run_dataset(params, stage.key["objective"], log=log)
 
 
 def summary(stage, result: dict) -> str:
@@ -96,7 +96,7 @@ KIND = StageKind(
     name="dataset", record="stats.json", group="datasets",
     code=("src/lmforge/datasets", "src/lmforge/objectives"),
     tools=frozenset({"python", "json"}),
-    run=run, summary=summary, check=check, metadata=metadata,
+    run=run, runner="lmforge.datasets.stage:run_dataset", summary=summary, check=check, metadata=metadata,
     checks=(CheckSpec("objective_statistics", "the realised mask / noise / target rate is within checks.mask_rate_tolerance "
                                               "of the configured one; the train split has examples"),),
 )

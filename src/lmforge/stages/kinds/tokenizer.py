@@ -13,10 +13,10 @@ from ..stage import Output, Stage
 
 
 def run(params: Params, stage, log) -> dict:
-    from ...tokenization.train import run_tokenizers
+    from ...tokenization.tokenizer_stage import run_tokenizer
 
     kind = stage.key["kind"]
-    return run_tokenizers(params, [kind], log=log)[kind]
+    return run_tokenizer(params, [kind], log=log)[kind]
 
 
 def format_metrics(results: dict[str, dict]) -> str:
@@ -73,7 +73,7 @@ KIND = StageKind(
     name="tokenizer", record="metrics.json", group="tokenizers",
     code=("src/lmforge/tokenization",),
     tools=frozenset({"huggingface", "json"}),
-    run=run, summary=summary, check=check, metadata=metadata,
+    run=run, runner="lmforge.tokenization.tokenizer_stage:run_tokenizer", summary=summary, check=check, metadata=metadata,
     checks=(CheckSpec("unknown_rate", "unknown tokens per token on the validation split <= checks.tokenizer_max_unknown_rate "
                                       "(char: words outside ELMo's output vocabulary <= checks.char_max_unknown_rate)"),),
 )

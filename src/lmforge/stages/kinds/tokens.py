@@ -12,9 +12,9 @@ from ..stage import Output, Stage
 
 
 def run(params: Params, stage, log) -> dict:
-    from ...tokenization.store import build_store
+    from ...tokenization.tokens_stage import run_tokens
 
-    return build_store(params, stage.key["kind"], log=log, executor=params.executor)
+    return run_tokens(params, stage.key["kind"], log=log, executor=params.executor)
 
 
 def summary(stage, result: dict) -> str:
@@ -74,6 +74,6 @@ KIND = StageKind(
     name="tokens", record="manifest.json", group="tokenizers",
     code=("src/lmforge/tokenization", "src/lmforge/splits.py"),
     tools=frozenset({"numpy"}),
-    run=run, summary=summary, check=check, metadata=metadata,
+    run=run, runner="lmforge.tokenization.tokens_stage:run_tokens", summary=summary, check=check, metadata=metadata,
     checks=(CheckSpec("train_not_empty", "the train split of the token store has documents and tokens"),),
 )
