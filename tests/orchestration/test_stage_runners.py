@@ -59,3 +59,18 @@ def test_a_kinds_run_calls_its_named_runner(kind, graph, monkeypatch):
     with pytest.raises(Called):
         KINDS[kind].run(params, stage, lambda line: None)
     assert len(seen) == 1
+
+
+def test_the_readme_stage_table_names_each_kinds_runner():
+    """The README's "Where the code of each stage is": the kind's file, then its runner."""
+    section = (REPO / "README.md").read_text(encoding="utf-8").split("## Where the code of each stage is", 1)[1]
+    rows = {}
+    for line in section.split("\n## ", 1)[0].splitlines():
+        for kind in KINDS:
+            if f"(src/lmforge/stages/kinds/{kind}.py)" in line:
+                rows[kind] = line
+    assert set(rows) == set(KINDS)
+    for kind, row in rows.items():
+        module, name = KINDS[kind].runner.split(":")
+        path = module.removeprefix("lmforge.").replace(".", "/") + ".py"
+        assert f"`{path}: {name}`" in row, f"README: the {kind} row does not name {path}: {name}"
