@@ -1,8 +1,9 @@
 """The clean stage: ingest (``ingest.py``) -> URL dedup -> the C4 rules, language ID, bad words -> line dedup ->
 MinHash near-dup dedup (and the copies of earlier outputs' documents) -> the final shards, ``stats.json`` and
 the kept documents' signatures. This module runs the phases
-(each resumable, shard by shard or partition by partition, on an executor: a process pool or Ray tasks); the
-cross-document passes are in ``dedup/``. See docs/CLEANING.md.
+(each resumable, shard by shard or partition by partition, on an executor: a process pool or Ray tasks) and
+publishes the output; the units are the phases' own: ``filter_phase.py``, the cross-document passes in
+``dedup/``, ``decontaminate_phase.py``, ``write_phase.py`` (which also writes ``stats.json``). See docs/CLEANING.md.
 """
 
 from __future__ import annotations
@@ -19,14 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pyarrow.parquet as pq
-
-from .. import __version__
-from ..artifacts import atomic_write_bytes, atomic_write_json, fingerprint, finished, sha256_file, staged_dir
+from ..artifacts import atomic_write_bytes, atomic_write_json, fingerprint, finished, staged_dir
 from ..config import CleanConfig, ExecutorConfig
-from ..corpus.document import SCHEMA, CorpusError, Document
-from ..corpus.sources import TOO_LONG, is_uri, resolve_inputs
+from ..corpus.document import CorpusError
+from ..corpus.readers import is_uri
+from ..corpus.sources import resolve_inputs
 from ..corpus.stdlib import CORPUS_VERSION
 from ..executors import open_executor
 from ..executors.base import execution_report, run_phase
@@ -34,104 +32,17 @@ from . import decontaminate as dc
 from . import decontaminate_phase as dp
 from .dedup.lines import dedup_apply, dedup_map, dedup_reduce
 from .dedup.minhash import cluster_sizes, minhash_map, minhash_reduce, near_duplicates
-from .dedup.prior import (INDEX_DIR, MANIFEST, Prior, describe_priors, index_files, index_manifest, open_priors, own_map,
-                          prior_exact_reduce, prior_ids, prior_map, prior_matches, prior_near_reduce, prior_units,
-                          saved_signatures)
-from .dedup.urls import normalize_url, url_losers, url_map, url_reduce
+from .dedup.prior import (Prior, open_priors, own_map, prior_exact_reduce, prior_ids, prior_map, prior_matches,
+                          prior_near_reduce, prior_units)
+from .dedup.urls import url_map, url_reduce
+from .filter_phase import filter_shard
 from .filters import build_steps
 from .ingest import ingest
-from .shards import (LENGTH_BOUNDS, LengthHistogram, ShardStats, kept_counts, merge_stats, rewrite_shard,
-                     shard_name, source_counts)
-from .storage import is_done, mark_done, save_npy
+from .shards import shard_name
+from .write_phase import outputs_intact, publish_index, write_final, write_stats
 
 _PART_BYTES = 32 << 20  # line-dedup partition: about this much text per partition
 _PART_DOCS = 1_000_000  # URL and MinHash partitions: about this many documents each
-
-
-# ----------------------------------------------------------------------------- the stage's own passes
-# Top-level so an executor (process pool, Ray) can send them; each returns False when its unit was done.
-
-_STEPS_CACHE: dict[str, list] = {}
-
-
-def _steps_for(cfg_json: str) -> list:
-    if cfg_json not in _STEPS_CACHE:
-        _STEPS_CACHE[cfg_json] = build_steps(CleanConfig.model_validate_json(cfg_json))
-    return _STEPS_CACHE[cfg_json]
-
-
-def _filter_shard(work: str, shard: int, cfg_json: str, n_url_parts: int) -> bool:
-    """URL duplicates, then the per-document steps (page length, C4 rules, language, bad words)."""
-    cfg = CleanConfig.model_validate_json(cfg_json)
-    wd = Path(work)
-    steps = _steps_for(cfg_json)
-    losers = url_losers(wd, shard, n_url_parts) if n_url_parts else set()
-
-    def decide(doc: Document, o: int, stats: ShardStats) -> str | None:
-        if cfg.urls.normalize and doc.url:
-            doc.metadata["url_normalized"] = normalize_url(doc.url, cfg.urls.tracking_query_prefixes)
-        if o in losers:
-            return "url_duplicate"
-        for step in steps:
-            reason = step(doc, stats.lines)
-            if step.name == "language":  # what language ID said of every document it looked at
-                lang = str(doc.metadata.get("language"))
-                stats.languages[lang] += 1
-                if reason is not None:
-                    stats.languages_dropped[lang] += 1
-            if reason is not None:
-                return reason
-        return None
-
-    return rewrite_shard(wd, "ingest", "filter", shard, cfg.dropped_samples, decide)
-
-
-def _write_final(work: str, shard: int, source: str, drops: dict[int, int], prior: dict[int, tuple[str, dict]],
-                 keep_samples: int, save_index: bool, contaminated: dict[int, list[int]] | None = None,
-                 mode: str = "documents") -> bool:
-    """Drop the copies of prior outputs' documents (``prior``: ordinal -> reason and the prior
-    document), near-duplicates (``drops``: ordinal -> the kept document it duplicates), recording
-    which document each copies, and the training documents that overlap an evaluation text
-    (``contaminated``: ordinal -> the lines the overlap touches; ``mode``: drop the document, or
-    remove those lines); final schema. ``save_index``: also the kept documents' signatures and
-    exact hashes, for a later run to dedup against."""
-    wd = Path(work)
-    contaminated = contaminated or {}
-
-    def decide(doc: Document, o: int, stats: ShardStats) -> str | None:
-        if o in prior:
-            reason, of = prior[o]
-            doc.metadata["prior_duplicate_of"] = of
-            return reason
-        if o in drops:
-            doc.metadata["duplicate_of_ordinal"] = drops[o]
-            return "near_duplicate"
-        lines = contaminated.get(o)
-        if lines is not None:
-            if mode == "documents":
-                return "decontaminated"
-            doc.text = dc.remove_lines(doc.text, set(lines))
-            stats.lines["line:decontaminated"] += len(lines)
-            if not doc.text.strip():
-                return "decontaminated"
-        return None
-
-    did = False
-    marker = wd / "final" / f"index-{shard_name(shard)}.done"
-    if save_index and not is_done(marker):  # the rows the shard keeps, in its order
-        ordinals = pq.read_table(wd / source / f"{shard_name(shard)}.parquet", columns=["ordinal"]).column("ordinal").to_numpy()
-        gone = np.fromiter([*drops, *prior, *dp.decontaminated_away(wd, source, shard, contaminated, mode)], dtype=np.int64)
-        kept = ~np.isin(ordinals, gone)
-        sig_name, exact_name = index_files(shard)
-        paths = [wd / "final" / sig_name, wd / "final" / exact_name]
-        save_npy(paths[0], saved_signatures(np.load(wd / "minhash" / sig_name)[kept]))
-        save_npy(paths[1], np.load(wd / "minhash" / exact_name)[kept])
-        mark_done(paths, marker)
-        did = True
-    return rewrite_shard(wd, source, "final", shard, keep_samples, decide, schema=SCHEMA, adds_metadata_only=True) or did
-
-
-# ----------------------------------------------------------------------------- the driver
 
 
 @dataclass
@@ -211,7 +122,7 @@ def run_clean(cfg: CleanConfig, log: Callable[[str], None] = print, executor: Ex
     wd = work_dir(output)
     priors = open_priors(cfg) if cfg.near_dedup.enabled else []  # checked before anything is written
     fp = _fingerprint(cfg, priors, evaluation)
-    prev = None if wd.exists() else finished(output / "stats.json", fp, intact=lambda stats: _outputs_intact(output, stats))
+    prev = None if wd.exists() else finished(output / "stats.json", fp, intact=lambda stats: outputs_intact(output, stats))
     if prev is not None:
         log(f"clean: {output} is up to date (same inputs and parameters)")
         return CleanResult(output, prev, time.perf_counter() - t0, skipped=True)
@@ -239,7 +150,7 @@ def run_clean(cfg: CleanConfig, log: Callable[[str], None] = print, executor: Ex
             n_url_parts = max(1, math.ceil(manifest["documents"] / _PART_DOCS))
             run_all(url_map, [(work, s, cfg_json, n_url_parts) for s in range(n_shards)])
             run_all(url_reduce, [(work, p, n_shards, cfg.shard_size) for p in range(n_url_parts)])
-        run_all(_filter_shard, [(work, s, cfg_json, n_url_parts) for s in range(n_shards)])
+        run_all(filter_shard, [(work, s, cfg_json, n_url_parts) for s in range(n_shards)])
         log("filter: done")
 
         source = "filter"
@@ -306,7 +217,7 @@ def run_clean(cfg: CleanConfig, log: Callable[[str], None] = print, executor: Ex
                 f"windows of the evaluation texts ({decon.ngram} words)")
 
         (wd / "final").mkdir(exist_ok=True)
-        run_all(_write_final, [(work, s, source, per_shard[s], per_shard_prior[s], cfg.dropped_samples,
+        run_all(write_final, [(work, s, source, per_shard[s], per_shard_prior[s], cfg.dropped_samples,
                                 cfg.near_dedup.enabled, contaminated[s], decon.mode) for s in range(n_shards)])
         if decontaminating:  # what is left: read back, not assumed
             run_all(dp.scan_training, [(work, s, "final", split_json, [], True) for s in range(n_shards)])
@@ -321,10 +232,10 @@ def run_clean(cfg: CleanConfig, log: Callable[[str], None] = print, executor: Ex
             if decontaminating:
                 report = dp.report(cfg, wd, n_shards, evaluation, staged, n_windows)
                 atomic_write_json(staged / "decontamination.json", report)
-            index = _publish_index(cfg, wd, staged, n_shards) if cfg.near_dedup.enabled else None
-            stats = _final_stats(cfg, wd, staged, manifest, n_shards, source, fp, clusters, index, priors, report)
-            # the pictures of stats.json, drawn side by side by the workers (imported here: the
-            # pool's workers import this module)
+            index = publish_index(cfg, wd, staged, n_shards) if cfg.near_dedup.enabled else None
+            stats = write_stats(cfg, wd, staged, manifest, n_shards, source, fp, clusters, index, priors, report)
+            # the pictures of stats.json, drawn side by side by the workers (the charts are
+            # imported only here, where they are drawn)
             from ..charts import write_chart
             from ..charts.corpus import clean_charts
 
@@ -362,99 +273,3 @@ def _prior_drops(priors: list[Prior], matches: dict[int, tuple[str, tuple[int, i
         out[o] = (reason, {"output": priors[k].path, "id": ids[(k, s)][r], "shard": priors[k].shards[s]["name"], "row": r,
                            "similarity": round(sim, 4)})
     return out
-
-
-def _publish_index(cfg: CleanConfig, wd: Path, staged: Path, n_shards: int) -> dict[str, Any]:
-    """Move the kept documents' signatures and exact hashes into ``<output>/dedup/`` with their
-    manifest; their checksums (from the markers that wrote them), for stats.json."""
-    folder = staged / INDEX_DIR
-    folder.mkdir()
-    files, documents = {}, []
-    for s in range(n_shards):
-        done = json.loads((wd / "final" / f"index-{shard_name(s)}.done").read_text(encoding="utf-8"))["outputs"]
-        for name in index_files(s):
-            os.replace(wd / "final" / name, folder / name)
-            files[f"{INDEX_DIR}/{name}"] = done[name]
-        documents.append(int(np.load(folder / index_files(s)[1], mmap_mode="r").shape[0]))
-    atomic_write_json(folder / MANIFEST, index_manifest(cfg, documents))
-    files[f"{INDEX_DIR}/{MANIFEST}"] = sha256_file(folder / MANIFEST)
-    return files
-
-
-def _outputs_intact(output: Path, stats: dict[str, Any]) -> bool:
-    for name, digest in {**stats.get("shards", {}), **(stats.get("dedup_index") or {})}.items():
-        p = output / name
-        if not p.exists() or sha256_file(p) != digest:
-            return False
-    return bool(stats.get("shards"))
-
-
-def _final_stats(cfg, wd: Path, output: Path, manifest, n_shards: int, source: str, fp: str,
-                 clusters: dict[int, int] | None, index: dict[str, str] | None, priors: list[Prior],
-                 decontamination: dict[str, Any] | None = None) -> dict[str, Any]:
-    phase_dirs = ["filter"] + (["dedup"] if source == "dedup" else []) + ["final"]
-    paths = []
-    for d in phase_dirs:
-        paths += [wd / d / f"{shard_name(s)}.stats.json" for s in range(n_shards)]
-    merged = merge_stats(sorted(paths, key=lambda p: (phase_dirs.index(p.parent.name), p.name)), cfg.dropped_samples)
-    docs_out = bytes_out = 0
-    lengths_out = LengthHistogram()
-    shards = {}
-    sources: dict[str, dict[str, int]] = {}
-    for s in range(n_shards):  # counted and checksummed where each shard was written
-        name = f"{shard_name(s)}.parquet"
-        kept = json.loads((wd / "final" / f"{shard_name(s)}.stats.json").read_text(encoding="utf-8")).get("kept")
-        if kept is None or "sources" not in kept:  # work left by an earlier version
-            table = pq.read_table(output / name, columns=["text", "source"])
-            kept = {**kept_counts(table), "sources": source_counts(table)}
-        for src, n in kept["sources"].items():
-            into = sources.setdefault(src, {"documents": 0, "bytes": 0})
-            into["documents"] += n["documents"]
-            into["bytes"] += n["bytes"]
-        docs_out += kept["documents"]
-        bytes_out += kept["bytes"]
-        lengths_out.add_counts(kept["lengths"])
-        shards[name] = json.loads((wd / "final" / f"{shard_name(s)}.done").read_text(encoding="utf-8"))["outputs"][name]
-    # documents over clean.max_document_bytes, dropped while reading (their bytes: as read)
-    too_long = manifest["inputs"].get("too_long") or {"documents": 0, "bytes": 0}
-    dropped = {r: {"documents": merged.dropped[r], "bytes": merged.dropped_bytes[r]} for r in merged.dropped}
-    if too_long["documents"]:
-        dropped[TOO_LONG] = {"documents": too_long["documents"], "bytes": too_long["bytes"]}
-    docs_in, bytes_in = manifest["documents"] + too_long["documents"], manifest["bytes"] + too_long["bytes"]
-    stats = {
-        "documents_in": docs_in,
-        "bytes_in": bytes_in,
-        "documents_out": docs_out,
-        "bytes_out": bytes_out,
-        "documents_kept_fraction": round(docs_out / docs_in, 6),
-        "bytes_kept_fraction": round(bytes_out / max(1, bytes_in), 6),
-        "dropped": dict(sorted(dropped.items())),
-        "lines_removed": dict(sorted(merged.lines.items())),
-        # documents by length in bytes: bin i from lower_bounds[i] to the next bound, the last open
-        "length_histogram": {"lower_bounds": list(LENGTH_BOUNDS), "documents_in": manifest.get("length_histogram"),
-                             "documents_out": lengths_out.to_list()},
-        # language ID's verdicts (language code -> documents), and those the language rule dropped
-        "languages": {"seen": dict(merged.languages.most_common()),
-                      "dropped": dict(merged.languages_dropped.most_common())} if cfg.language.enabled else None,
-        # near-duplicate clusters (a kept document and its dropped near-copies): size -> clusters
-        "near_duplicate_clusters": {str(k): v for k, v in clusters.items()} if clusters is not None else None,
-        # evaluation texts against the training documents (decontamination.json holds the whole report)
-        "decontamination": dp.summary(decontamination),
-        "inputs": manifest["inputs"],
-        # the kept documents by their source: the names tokenize.mixture weights
-        "sources": dict(sorted(sources.items())),
-        "shards": shards,
-        # the kept documents' signatures and exact hashes (file -> sha256), for a later run's
-        # clean.near_dedup.against; and the prior outputs this run was deduped against
-        "dedup_index": index,
-        "deduped_against": describe_priors(priors),
-        "fingerprint": fp,
-        "params": cfg.model_dump(mode="json", exclude={"workers", "keep_work"}),
-        "lmforge_version": __version__,
-    }
-    dropped_dir = output / "dropped"
-    for reason, items in sorted(merged.samples.items()):
-        data = "".join(json.dumps(i, sort_keys=True, ensure_ascii=False) + "\n" for i in items)
-        atomic_write_bytes(dropped_dir / f"{reason}.jsonl", data.encode("utf-8"))
-    atomic_write_json(output / "stats.json", stats)
-    return stats
