@@ -73,7 +73,7 @@ from lmforge.objectives.registry import OBJECTIVES
 from lmforge.training.data import ObjectiveDataModule
 from lmforge.training.module import LMForgeModule
 from lmforge.training.compute import PEAK_TFLOPS
-from lmforge.training.recipes import OptimConfig
+from lmforge.config.recipes import OptimConfig
 from lmforge.training.progress import TrainingProgress
 from lmforge.training.run import History, build_trainer
 

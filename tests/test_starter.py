@@ -15,7 +15,7 @@ from lmforge.cli import main
 from lmforge.config import ConfigError, load_params
 from lmforge.stages import build_stages, dvc_yaml
 from lmforge.starter import folder, init_project
-from lmforge.training.recipes import load_recipe, recipe_file, size_recipe
+from lmforge.config.recipes import load_recipe, recipe_file, size_recipe
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -6,7 +6,7 @@ import pytest
 from lmforge.finetuning.tasks import Example
 from lmforge.inference.augment import augment
 from lmforge.inference.loading import InferenceError, load
-from lmforge.training.recipes import FinetuneRecipe
+from lmforge.config.recipes import FinetuneRecipe
 
 EXAMPLES = [Example("Return the value of the parser when it is done.", None, "function", "a"),
             Example("A class that holds the settings of one run of the tool.", None, "class", "b")]

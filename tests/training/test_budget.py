@@ -12,7 +12,7 @@ from lmforge.config import load_params
 from lmforge.models.layers import ModelOutput
 from lmforge.training.budget import WallClockBudget
 from lmforge.training.module import LMForgeModule, lr_lambda
-from lmforge.training.recipes import BUDGET_STEP_CAP, OptimConfig, load_recipe, size_recipe
+from lmforge.config.recipes import BUDGET_STEP_CAP, OptimConfig, load_recipe, size_recipe
 
 
 class FakeClock:
@@ -145,7 +145,7 @@ def test_a_resumed_run_counts_the_time_already_spent(tmp_path):
 
 def test_train_budget_minutes_reaches_every_recipe_and_is_refused_for_fine_tuning(tmp_path):
     from lmforge.config import ConfigError
-    from lmforge.training.recipes import FinetuneOptimConfig
+    from lmforge.config.recipes import FinetuneOptimConfig
 
     params = load_params(None, ["train.budget_minutes=2.5"])
     for arch in ("bert", "gpt", "t5"):

@@ -23,7 +23,7 @@ from lmforge.models.registry import build_model
 from lmforge.models.generation import candidate_scores
 from lmforge.training.module import LMForgeModule, balanced_class_weights, weighted_classification_loss
 from lmforge.training.param_groups import freeze, optimizer_groups, placements
-from lmforge.training.recipes import FinetuneOptimConfig, FinetuneRecipe, resolve_finetune_budget
+from lmforge.config.recipes import FinetuneOptimConfig, FinetuneRecipe, resolve_finetune_budget
 
 from .conftest import REPO, write_params
 
@@ -49,7 +49,7 @@ def test_an_epoch_budget_gives_the_expected_steps_and_warmup():
 
 def test_recipe_keys_are_validated_and_the_step_override_replaces_epochs(tmp_path):
     from lmforge.config import ConfigError
-    from lmforge.training.recipes import load_recipe, size_recipe
+    from lmforge.config.recipes import load_recipe, size_recipe
 
     with pytest.raises(ValueError, match="class_weights"):
         FinetuneRecipe(mode="text_to_text", class_weights="balanced")
@@ -74,7 +74,7 @@ def test_recipe_keys_are_validated_and_the_step_override_replaces_epochs(tmp_pat
 
 def test_a_family_budget_replaces_only_its_keys_and_bad_ones_name_the_family(tmp_path):
     from lmforge.config import ConfigError
-    from lmforge.training.recipes import load_recipe, recipe_param_keys, size_recipe
+    from lmforge.config.recipes import load_recipe, recipe_param_keys, size_recipe
 
     (tmp_path / "pipelines").mkdir()
     recipe = yaml.safe_load(open("pipelines/t5.yaml", encoding="utf-8"))

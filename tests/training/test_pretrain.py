@@ -19,7 +19,7 @@ import torch
 from lmforge.config import load_params
 from lmforge.models.layers import ModelOutput
 from lmforge.training.module import LMForgeModule, NonFiniteLossError, lr_lambda
-from lmforge.training.recipes import OptimConfig
+from lmforge.config.recipes import OptimConfig
 
 from ..waiting import wait_for
 from .conftest import edit_recipe, write_params

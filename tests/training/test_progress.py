@@ -12,7 +12,7 @@ import torch
 from lmforge.models.registry import build_model
 from lmforge.training.module import LMForgeModule
 from lmforge.training.progress import TrainingProgress
-from lmforge.training.recipes import OptimConfig
+from lmforge.config.recipes import OptimConfig
 from lmforge.training.run import History
 
 

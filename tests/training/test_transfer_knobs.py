@@ -57,7 +57,7 @@ def test_pretrain_model_turns_dropout_off_while_pretraining_only(project, monkey
 
 def test_pretrain_model_may_only_change_dropout_rates(project):
     from lmforge.config import ConfigError
-    from lmforge.training.recipes import load_recipe
+    from lmforge.config.recipes import load_recipe
 
     _recipe(project, "bert", lambda r: r["sizes"]["tiny"].update(pretrain_model={"d_model": 32}))
     params = load_params(write_params(project))
@@ -67,7 +67,7 @@ def test_pretrain_model_may_only_change_dropout_rates(project):
 
 def test_pretrain_model_takes_transformer_xls_attention_dropout(project):
     """Transformer-XL calls its attention dropout ``dropatt``: a dropout rate like the others."""
-    from lmforge.training.recipes import load_recipe
+    from lmforge.config.recipes import load_recipe
 
     _recipe(project, "transformer_xl",
             lambda r: r["sizes"]["tiny"].update(pretrain_model={"dropout": 0.0, "dropatt": 0.0}))

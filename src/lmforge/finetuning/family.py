@@ -46,7 +46,7 @@ class FamilyInputs:
 class Family(ABC):
     """One task family's part of fine-tuning (a family that leaves out ``encode``, ``scorer``,
     ``baselines`` or ``summary`` cannot be instantiated). ``ft`` is the recipe's ``finetune`` section
-    (``training.recipes.FinetuneRecipe``); ``recipe`` the recipe file, named in errors."""
+    (``config.recipes.FinetuneRecipe``); ``recipe`` the recipe file, named in errors."""
 
     name = ""
     select_prefix = ""  # before the selection metric in the closing log line ("entity " for tagging)

@@ -19,7 +19,7 @@ class GraphContext:
     params: Params
     root: Path                      # the project folder, resolved
     rel: ProjectPaths               # how the graph writes a path (relative inside the project)
-    recipes: dict                   # architecture -> its recipe (training.recipes.Recipe)
+    recipes: dict                   # architecture -> its recipe (config.recipes.Recipe)
     families: dict[str, str]        # task -> its family (classification, tagging, ...)
     clean_out: str                  # the clean stage's folder
     quality_out: str | None         # the quality stage's folder (None: quality.enabled is false)
@@ -34,7 +34,7 @@ class GraphContext:
         files)."""
         from ..finetuning.tasks import CORPUS_TASKS
         from ..finetuning.tasks.load import task_family
-        from ..training.recipes import load_recipe
+        from ..config.recipes import load_recipe
 
         root = Path(root).resolve()
         rel = ProjectPaths(root)

@@ -71,7 +71,7 @@ from .finetune_plan import FinetunePlan, plan_finetune
 from .module import LMForgeModule, balanced_class_weights
 from .phases import PhaseClock
 from .progress import TrainingProgress
-from .recipes import resolve_finetune_budget
+from ..config.recipes import resolve_finetune_budget
 from .run import History, build_trainer, check_trainable, start_attempt, world_size
 
 

@@ -15,7 +15,7 @@ from ..finetuning.family import WRITTEN
 from ..models.registry import ARCHITECTURES, build_model, preset_config
 from ..objectives.base import Vocab
 from .tokenizer_config import tokenizer_overrides
-from .recipes import FinetuneRecipe, Recipe, SizeRecipe
+from ..config.recipes import FinetuneRecipe, Recipe, SizeRecipe
 from .warm_start import reinit_top_layers, shrink_and_perturb
 
 

@@ -15,7 +15,7 @@ from ..finetuning.families import family_for
 from ..finetuning.tasks import Task, load_task
 from ..tokenizer_kinds import ARCHITECTURE_TOKENIZER
 from .finetune_model import model_spec, warm_start_unused
-from .recipes import FinetuneRecipe, Recipe, SizeRecipe, load_recipe, recipe_path, size_recipe, unset_budget
+from ..config.recipes import FinetuneRecipe, Recipe, SizeRecipe, load_recipe, recipe_path, size_recipe, unset_budget
 
 
 @dataclass

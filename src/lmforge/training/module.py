@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .param_groups import optimizer_groups
-from .recipes import OptimConfig
+from ..config.recipes import OptimConfig
 from ..errors import LmforgeError
 
 

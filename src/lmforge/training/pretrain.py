@@ -35,7 +35,7 @@ from .data import ObjectiveDataModule
 from .budget import WallClockBudget
 from .module import LMForgeModule
 from .progress import TrainingProgress
-from .recipes import Recipe, load_recipe, recipe_path, size_recipe, unset_budget
+from ..config.recipes import Recipe, load_recipe, recipe_path, size_recipe, unset_budget
 from .compute import compute_record, device_name, labelled_fraction
 from .phases import PhaseClock
 from .run_charts import draw_run_charts

@@ -18,7 +18,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from ..artifacts import replace_dir
 from ..ranks import is_rank_zero
 from ..config import ConfigError, Params, TrainConfig
-from .recipes import OptimConfig
+from ..config.recipes import OptimConfig
 
 
 def quiet() -> None:

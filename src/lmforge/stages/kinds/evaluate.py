@@ -89,7 +89,11 @@ def declare(ctx) -> None:
         harness_deps = (ctx.corpus, *harness_deps)
         harness_upstream = (ctx.corpus_stage,) if ctx.corpus_stage else ()
     harness_params = ("evaluate.harness", "evaluate.harness_questions", "train.seed") if params.evaluate.harness else ()
+    from ...config.recipes import recipe_param_keys, recipe_path
+
     for arch in ctx.recipes:
+        # the recipe's measured time to pay, where it gives one (the leaderboard's "too short to pay")
+        recipe_keys = tuple(recipe_param_keys(params, arch, "evaluate", ctx.root))
         pre_out = rel(layout.pretrain_dir(params, arch))
         finetuned = [(s.name, s.paths[0]) for s in ctx.declared("finetune", arch=arch)]
         ctx.add(Stage(
@@ -101,6 +105,7 @@ def declare(ctx) -> None:
             params=("finetune.tasks", "finetune.scratch_control", "tracking.promotion_metric", *harness_params),
             outputs=(Output(rel(layout.evaluation_file(params, arch))),),
             key={"arch": arch},
+            recipe=rel(recipe_path(params, arch)) if recipe_keys else "", recipe_params=recipe_keys,
         ))
 
 

@@ -47,7 +47,7 @@ def declare(ctx) -> None:
     from ...finetuning.generation.features import fits_family
     from ...finetuning.tasks import CORPUS_TASKS
     from ...objectives.registry import tokenizer_kind
-    from ...training.recipes import recipe_param_keys, recipe_path
+    from ...config.recipes import recipe_param_keys, recipe_path
 
     params, rel = ctx.params, ctx.rel
     for arch, recipe in ctx.recipes.items():

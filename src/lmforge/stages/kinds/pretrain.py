@@ -48,7 +48,7 @@ def metadata(stage, params: Params, out: Path) -> dict:
 def declare(ctx) -> None:
     """A pretraining stage per enabled architecture, on its recipe's objective."""
     from ...objectives.registry import tokenizer_kind
-    from ...training.recipes import recipe_param_keys, recipe_path
+    from ...config.recipes import recipe_param_keys, recipe_path
 
     params, rel = ctx.params, ctx.rel
     for arch, recipe in ctx.recipes.items():

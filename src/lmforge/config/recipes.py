@@ -20,7 +20,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, ValidationError, model_validator
 
-from ..config import ConfigError, Params, apply_override, format_validation_error
+from ..errors import ConfigError
+from .params import Params, apply_override, format_validation_error
 from ..schema import StrictModel
 
 # the step cap of a pretraining whose budget is in minutes and that names no max_steps: never reached in practice
@@ -117,6 +118,41 @@ def family_budget(base: FinetuneOptimConfig, changes: dict[str, Any]) -> Finetun
     return FinetuneOptimConfig.model_validate(fields)
 
 
+class TimeToPay(StrictModel):
+    """What the transfer curve of a recipe's size measured (``benchmarks/transfer.py --budgets``):
+    the least pretraining time, in minutes of one CPU core, after which the pretrained model's
+    gain over its from-scratch control paid (at least 3 points and above the spread over its
+    seeds), or ``minutes: null`` when none of the measured budgets paid."""
+
+    minutes: float | None = Field(description="the least measured budget whose gain paid (null: none paid)")
+    measured: list[float] = Field(min_length=1, description="the budgets the curve measured, in minutes of one core")
+    task: str = Field(min_length=1, description="the task the gain was measured on")
+    source: str = Field("", description="where the curve is reported, e.g. a BENCHMARKS.md section")
+
+    @model_validator(mode="after")
+    def _measured(self) -> TimeToPay:
+        if any(m <= 0 for m in self.measured):
+            raise ValueError("measured: budgets are positive minutes")
+        if self.minutes is not None and self.minutes not in self.measured:
+            raise ValueError(f"minutes {self.minutes:g} is not one of the measured budgets {self.measured}")
+        return self
+
+    def short_of(self, minutes: float) -> str | None:
+        """Why a pretraining of ``minutes`` (one core) is too short to pay, or None when the curve
+        does not say so: shorter than the time to pay, or, where no budget paid, no longer than
+        the longest one measured."""
+        if self.minutes is not None:
+            if minutes < self.minutes:
+                return (f"{minutes:.1f} CPU-minutes of pretraining, where its recipe pays after {self.minutes:g} "
+                        f"on {self.task}")
+            return None
+        longest = max(self.measured)
+        if minutes <= longest:
+            return (f"{minutes:.1f} CPU-minutes of pretraining, where its recipe did not pay within "
+                    f"{longest:g} on {self.task}")
+        return None
+
+
 class SizeRecipe(StrictModel):
     preset: str = Field(description="model preset name (lmforge.models.registry)")
     model: dict[str, Any] = Field(default_factory=dict, description="config overrides of the preset")
@@ -128,6 +164,9 @@ class SizeRecipe(StrictModel):
     finetune_families: dict[Literal["regression", "tagging", "span_qa", "generation"], dict[str, Any]] = Field(
         default_factory=dict, description="a task family's own budget: keys of `finetune` that replace its values "
                                           "for that family's tasks (e.g. generation: {epochs: 12})")
+    time_to_pay: TimeToPay | None = Field(
+        None, description="what the transfer curve measured: the pretraining minutes (one core) after which this "
+                          "size pays; the leaderboard calls a shorter pretraining too short to pay")
 
     @model_validator(mode="after")
     def _family_budgets(self) -> SizeRecipe:
@@ -292,15 +331,18 @@ def load_recipe(params: Params, arch: str, root: str | Path | None = None) -> Re
     return recipe
 
 
-def recipe_param_keys(params: Params, arch: str, part: Literal["pretrain", "finetune"],
+def recipe_param_keys(params: Params, arch: str, part: Literal["pretrain", "finetune", "evaluate"],
                       root: str | Path | None = None) -> list[str]:
     """The keys of ``arch``'s recipe file that a ``part`` stage reads, as DVC names parameters in
     another file (dotted; a mapping stands for everything under it): the objective and head,
     and of the size ``train.size`` its preset, model overrides and ``part`` settings; fine-tuning
-    also its ``finetune`` section. Only keys the file writes (DVC refuses a missing one)."""
+    also its ``finetune`` section; the evaluate stage only the size's ``time_to_pay``. Only keys
+    the file writes (DVC refuses a missing one)."""
     data = _read(recipe_file(params, arch, root), recipe_path(params, arch), arch)
     size = params.train.size
     wanted = ["objective", "head", f"sizes.{size}.preset", f"sizes.{size}.model", f"sizes.{size}.{part}"]
+    if part == "evaluate":
+        wanted = [f"sizes.{size}.time_to_pay"]
     if part == "pretrain":
         wanted.append(f"sizes.{size}.pretrain_model")
     if part == "finetune":
