@@ -90,7 +90,9 @@ def test_recipe_params_file_keys_in_dvc_yaml(tmp_path):
                                  and "pipelines/gpt.yaml" in p), None)
                      for name, s in stages.items()}
     touching = {name for name, keys in recipe_params.items() if keys}
-    assert touching == {n for n in stages if n.startswith(("pretrain_gpt", "finetune_gpt_", "finetune_scratch_gpt_"))}
+    assert touching == {n for n in stages if n.startswith(("pretrain_gpt", "finetune_gpt_", "finetune_scratch_gpt_",
+                                                            "evaluate_gpt"))}
+    assert recipe_params["evaluate_gpt"] == ["sizes.tiny.time_to_pay"]  # its measured time to pay, nothing else
     assert recipe_params["pretrain_gpt"] == ["objective", "sizes.tiny.preset", "sizes.tiny.model", "sizes.tiny.pretrain",
                                              "sizes.tiny.pretrain_model"]
     assert "sizes.tiny.finetune" in recipe_params["finetune_gpt_docstring_kind"]
@@ -101,3 +103,17 @@ def test_recipe_params_file_keys_in_dvc_yaml(tmp_path):
         node = data
         for part in key.split("."):
             node = node[part]  # every key names a value the file writes (DVC refuses a missing one)
+
+
+def test_each_recipes_time_to_pay_names_the_benchmarks_section_that_measured_it():
+    headings = [line.lstrip("#").strip() for line in (ROOT / "BENCHMARKS.md").read_text(encoding="utf-8").splitlines()
+                if line.startswith("#")]
+    found = 0
+    for path in sorted((ROOT / "pipelines").glob("*.yaml")):
+        for size, body in yaml.safe_load(path.read_text(encoding="utf-8"))["sizes"].items():
+            ttp = body.get("time_to_pay")
+            if ttp:
+                found += 1
+                section = ttp["source"].removeprefix("BENCHMARKS.md: ")
+                assert any(h.startswith(section) for h in headings), f"{path.name} {size}: no section {section!r}"
+    assert found >= 6

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from lmforge.evaluation.report import format_leaderboard, leaderboard, load_evaluations, write_report
+from lmforge.evaluation.report.leaderboard import short_of_time_to_pay
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 TASK = "docstring_kind"
@@ -251,6 +252,44 @@ def test_the_transfer_column_says_pays_too_short_or_no_gain(project):
     assert df.loc["xlnet", "transfer"] == "no gain" and df.loc["gpt", "transfer"] == "no gain"
     assert "too short to pay" in format_leaderboard(leaderboard([xlnet | {"pretrain": {**xlnet["pretrain"],
         "validation": {**xlnet["pretrain"]["validation"], "loss": 6.9}}}]))
+
+
+def test_a_pretraining_shorter_than_its_recipes_time_to_pay_is_too_short_to_pay(project):
+    """Off the plateau, a gain under 3 points is "too short to pay" when the pretraining had
+    fewer CPU-minutes than its recipe's measured time to pay (or, where no measured budget paid,
+    no more than the longest measured); "no gain" past it, on a GPU, or without a curve."""
+    _, evaldir, _ = project
+    xlnet = next(e for e in load_evaluations(evaldir) if e["architecture"] == "xlnet")
+    xlnet["finetune"][TASK]["scratch"] = {"test": {"accuracy": 0.60}}     # 0.55 - 0.60: -5 points
+    xlnet["pretrain"]["validation"].update(loss=6.0, unigram_loss=7.0)    # a nat under unigram: off the plateau
+
+    def verdict(cpu_seconds, time_to_pay, device="cpu"):
+        compute = {"tokens": 1000, "flops": 1e12, "seconds": cpu_seconds, "cpu_seconds": cpu_seconds,
+                   "device": device, "devices": 1}
+        ev = {**xlnet, "pretrain": {**xlnet["pretrain"], "compute": compute}, "time_to_pay": time_to_pay}
+        return leaderboard([ev]).iloc[0]["transfer"], short_of_time_to_pay(ev)
+
+    pays_at_4 = {"minutes": 4.0, "measured": [1.0, 2.0, 4.0], "task": "docstring_package", "source": "BENCHMARKS.md"}
+    none_paid = {**pays_at_4, "minutes": None}
+    assert verdict(150, pays_at_4) == ("too short to pay", "2.5 CPU-minutes of pretraining, where its recipe pays "
+                                                           "after 4 on docstring_package")
+    assert verdict(300, pays_at_4) == ("no gain", None)
+    assert verdict(150, none_paid) == ("too short to pay", "2.5 CPU-minutes of pretraining, where its recipe did not "
+                                                           "pay within 4 on docstring_package")
+    assert verdict(300, none_paid) == ("no gain", None)
+    assert verdict(150, pays_at_4, device="cuda:0") == ("no gain", None)  # GPU minutes are not the curve's
+    assert verdict(150, None) == ("no gain", None)
+    xlnet["finetune"][TASK]["scratch"]["test"]["accuracy"] = 0.50          # +5 points: it pays, however short
+    assert verdict(150, pays_at_4)[0] == "pays"
+
+
+def test_a_recipes_time_to_pay_is_one_of_its_measured_budgets():
+    from lmforge.config.recipes import TimeToPay
+
+    with pytest.raises(ValueError, match="not one of the measured budgets"):
+        TimeToPay(minutes=3.0, measured=[1.0, 2.0, 4.0], task="t")
+    with pytest.raises(ValueError, match="positive minutes"):
+        TimeToPay(minutes=None, measured=[0.0, 2.0], task="t")
 
 
 def test_the_compute_columns_and_what_the_gain_cost_come_from_the_pretrainings_record(project):

@@ -35,6 +35,7 @@ def gather(params: Params, arch: str) -> dict[str, Any]:
     out["pretrain"] = {k: pre.get(k) for k in ("steps", "train_loss_first", "train_loss_last", "seconds", "mlflow_run_id",
                                                 "validation", "validation_start", "registered_model", "compute")}
     out["pretrain"]["history"] = str(root / "pretrain" / "history.csv")
+    out["time_to_pay"] = recipe_time_to_pay(params, arch)
     out["finetune"] = {}
     for task in params.finetune.tasks:
         d = layout.finetune_dir(params, arch, task)
@@ -49,6 +50,15 @@ def gather(params: Params, arch: str) -> dict[str, Any]:
             entry["scratch"] = {k: scratch.get(k) for k in ("steps", "seconds", "test", "validation", "best_step")}
         out["finetune"][ft["task"]] = entry
     return out
+
+
+def recipe_time_to_pay(params: Params, arch: str) -> dict[str, Any] | None:
+    """What the transfer curve of ``arch``'s recipe (size ``train.size``) measured, or None where
+    the recipe gives no ``time_to_pay``."""
+    from ..config.recipes import load_recipe
+
+    ttp = load_recipe(params, arch).sizes[params.train.size].time_to_pay
+    return None if ttp is None else ttp.model_dump(mode="json")
 
 
 def pretrained_samples(params: Params, arch: str) -> list[dict[str, str]]:

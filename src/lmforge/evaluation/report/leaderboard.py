@@ -56,8 +56,8 @@ COLUMNS: dict[str, str] = {
     "beats_scratch": "task_accuracy > scratch_accuracy",
     "transfer": f"pays: transfer_gain at least {PAYS_POINTS:g} points; too short to pay: the pretraining ended within "
                 f"{PLATEAU_NATS:g} nats of unigram_loss, where an encoder still reads little of its input and starts "
-                "fine-tuning worse than random weights (BENCHMARKS.md, \"Time to pay\"): its gain is no finding; "
-                "else no gain",
+                "fine-tuning worse than random weights (BENCHMARKS.md, \"Time to pay\"), or had fewer CPU-minutes than "
+                "its recipe's measured time to pay (time_to_pay): its gain is no finding; else no gain",
     "transfer_cost": "what the gain cost: transfer_gain in points for the pretraining's tokens, FLOPs and minutes",
     "harness_task": "the zero-shot task (evaluate.harness, the first listed) of the two columns that follow; "
                     "'not applicable' where the scorer does not read the architecture",
@@ -184,17 +184,31 @@ def on_plateau(val_loss: float | None, unigram: float | None) -> bool:
     return known and val_loss > unigram - PLATEAU_NATS
 
 
-def transfer_verdict(gain: float, val_loss: float, unigram: float) -> str | None:
+def transfer_verdict(gain: float, val_loss: float, unigram: float, short: str | None = None) -> str | None:
     """``pays`` (a gain of at least :data:`PAYS_POINTS` points), ``too short to pay`` (the
-    pretraining ended within :data:`PLATEAU_NATS` of its unigram baseline) or ``no gain``; None
-    without a control."""
+    pretraining ended within :data:`PLATEAU_NATS` of its unigram baseline, or ``short`` says why
+    its recipe's measured time to pay was not reached: :func:`short_of_time_to_pay`) or ``no
+    gain``; None without a control."""
     if math.isnan(gain):
         return None
     if 100 * gain >= PAYS_POINTS:
         return "pays"
-    if on_plateau(val_loss, unigram):
+    if on_plateau(val_loss, unigram) or short:
         return "too short to pay"
     return "no gain"
+
+
+def short_of_time_to_pay(evaluation: dict) -> str | None:
+    """Why the pretraining of an evaluation was shorter than its recipe's transfer curve says it
+    takes to pay (``time_to_pay``, measured in minutes of one CPU core), or None: no curve, a
+    pretraining on a GPU (its minutes are not the curve's), or long enough."""
+    from ...config.recipes import TimeToPay
+
+    ttp, compute = evaluation.get("time_to_pay"), lookup(evaluation, "pretrain", "compute")
+    if not isinstance(ttp, dict) or not isinstance(compute, dict) or compute.get("device") not in (None, "cpu"):
+        return None
+    minutes = _compute_row(compute)["pretrain_minutes"]
+    return None if math.isnan(minutes) else TimeToPay.model_validate(ttp).short_of(minutes)
 
 
 def _compute_row(compute: Any) -> dict[str, float]:
@@ -275,7 +289,8 @@ def leaderboard(evaluations: list[dict], task: str | None = None) -> pd.DataFram
             "token_accuracy": _number(lookup(validation, "accuracy")),
             **_task_row(evaluation, task),
         })
-        rows[-1]["transfer"] = transfer_verdict(rows[-1]["transfer_gain"], val_loss, unigram)
+        rows[-1]["transfer"] = transfer_verdict(rows[-1]["transfer_gain"], val_loss, unigram,
+                                                short_of_time_to_pay(evaluation))
         rows[-1]["transfer_cost"] = transfer_cost(rows[-1]["transfer_gain"], lookup(evaluation, "pretrain", "compute"))
         rows[-1].update(_harness_row(evaluation.get("harness")))
     df = pd.DataFrame(rows, columns=list(COLUMNS))

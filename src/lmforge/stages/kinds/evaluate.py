@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ... import layout
 from ...config import Params
-from ...evaluation.report.leaderboard import PLATEAU_NATS, on_plateau
+from ...evaluation.report.leaderboard import PLATEAU_NATS, on_plateau, short_of_time_to_pay
 from ...finetuning.headline import baseline_headlines, headline, headline_metric
 from ...evaluation.stage import transfer_gain
 from ..kind import CheckOutcome, CheckSpec, Markdown, StageKind, numbers, read_record, read_json_or_empty
@@ -36,6 +36,8 @@ def check(stage, params: Params, out: Path) -> list[CheckOutcome]:
     short = (f"too short to pay: the pretraining ended {unigram - loss:.3f} nats under its unigram baseline (within "
              f"{PLATEAU_NATS:g}), where fine-tuning starts worse than random weights; no finding. "
              if on_plateau(loss, unigram) else "")
+    if not short and (reason := short_of_time_to_pay(ev)):
+        short = f"too short to pay: {reason}; no finding. "
     return [
         CheckOutcome("beats_unigram_baseline", intrinsic,
                      f"validation loss {loss} vs unigram baseline {unigram}" if loss is not None else "no validation loss",
