@@ -10,7 +10,7 @@ HOST ?= 127.0.0.1
 PORT ?= 3000
 MLFLOW_PORT ?= 5000
 
-.PHONY: run test ui repro dvc clean-outputs
+.PHONY: run test ui repro dvc clean-outputs transfer
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,23 @@ $(DAGSTER_HOME)/dagster.yaml:
 run: $(VENV)/.installed $(DAGSTER_HOME)/dagster.yaml
 	$(VENV)/bin/lmforge dvc
 	$(PY) -m dagster_project.run
+
+# The transfer profile (`make transfer`): in its own project folder (TRANSFER_PROJECT, made by
+# `lmforge init`), the data stages on the corpus the time-to-pay curves were measured on (the
+# standard library and four installed packages' docstrings, 4,096-token BPE), then every
+# architecture pretrained for its recipe's measured time to pay (sizes.<size>.time_to_pay;
+# TRANSFER_CAP minutes where the recipe records none, or none of its measured budgets paid) and
+# fine-tuned with three seeds beside its from-scratch control; it prints the transfer table.
+TRANSFER_PROJECT ?= transfer-profile
+TRANSFER_CAP ?= 8
+TRANSFER_SET ?= clean.include_site_packages=[numpy,pandas,sklearn,networkx] tokenizer.bpe.vocab_size=4096
+TRANSFER_ARGS ?= --task docstring_package --seeds 0 1 2 --set finetune.max_train_examples=1000 train.threads=1
+transfer: $(VENV)/.installed
+	test -e $(TRANSFER_PROJECT)/params.yaml || $(VENV)/bin/lmforge init $(TRANSFER_PROJECT)
+	cd $(TRANSFER_PROJECT) && for verb in clean tokenizer tokenize dataset; do \
+		$(CURDIR)/$(VENV)/bin/lmforge $$verb $(addprefix --set ,$(TRANSFER_SET)) || exit 1; done
+	$(PY) benchmarks/transfer.py --project $(TRANSFER_PROJECT) --time-to-pay $(TRANSFER_CAP) $(TRANSFER_ARGS) \
+		$(addprefix --set ,$(TRANSFER_SET)) --json $(TRANSFER_PROJECT)/transfer.json
 
 # The Dagster UI (webserver and daemon: schedules, sensors) on $(HOST):$(PORT).
 ui: $(VENV)/.installed $(DAGSTER_HOME)/dagster.yaml

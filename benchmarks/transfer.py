@@ -46,6 +46,16 @@ architecture, the spread as bars. The project's own models are never read or wri
     python benchmarks/transfer.py --project P --arch bert --task docstring_package --budgets 1 2 4 \
         --seeds 0 1 2 --set finetune.max_train_examples=1000 --chart curve.png --json curve.json
 
+**The profile** (``--time-to-pay [CAP]``, what ``make transfer`` runs): each architecture is
+pretrained once, for its recipe's measured time to pay (``sizes.<size>.time_to_pay.minutes``;
+``CAP`` minutes, default 8, where the recipe records none or none of its measured budgets paid),
+then fine-tuned per seed beside its control, as in the curve mode; the table has one row per
+(architecture, task), followed by how many beat the majority class by 5 points, reach bag of
+words and pay.
+
+    python benchmarks/transfer.py --project . --time-to-pay --task docstring_package --seeds 0 1 2 \
+        --set finetune.max_train_examples=1000 train.threads=1
+
 Run it from anywhere: the runs happen in the project folder (paths in params are relative to
 it); ``--params``, ``--out``, ``--json`` and task folders are taken relative to the current
 folder (a task folder not found there is looked for in the project). Errors in the arguments
@@ -173,11 +183,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--json", help="write every per-seed number to this file")
     parser.add_argument("--budgets", nargs="+", type=float, metavar="MINUTES",
                         help="the curve: pretrain for each of these wall-clock budgets (minutes), fine-tune each")
+    parser.add_argument("--time-to-pay", nargs="?", type=float, const=8.0, default=None, metavar="CAP",
+                        help="pretrain each architecture for its recipe's measured time to pay (CAP minutes, "
+                             "default 8, where its recipe records none or none paid), fine-tune each")
     parser.add_argument("--chart", help="with --budgets: draw the curves into this PNG")
     args = parser.parse_args(argv)
+    if args.time_to_pay is not None:
+        if args.budgets is not None or args.pretrain:
+            parser.error("--time-to-pay pretrains each architecture for its own budget; not with --budgets or --pretrain")
+        if args.time_to_pay <= 0:
+            parser.error("--time-to-pay: the cap is a positive number of minutes")
     if args.budgets is not None and (any(b <= 0 for b in args.budgets) or len(set(args.budgets)) != len(args.budgets)):
         parser.error("--budgets: each budget is a positive number of minutes, given once")
-    if args.chart and args.budgets is None:
+    if args.chart and args.budgets is None and args.time_to_pay is None:
         parser.error("--chart draws the curves of --budgets")
     if args.budgets is not None and args.pretrain:
         parser.error("--budgets pretrains for each budget itself; --pretrain is for the project's own models")
@@ -257,7 +275,11 @@ def run(args: argparse.Namespace) -> int:
     os.chdir(project)
     say = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     if args.budgets is not None:
-        return run_curve(args, base, archs, tasks, project, params_path, out_root, json_path, overrides, say)
+        plan = {arch: sorted(args.budgets) for arch in archs}
+        return run_curve(args, plan, base, archs, tasks, project, params_path, out_root, json_path, overrides, say)
+    if args.time_to_pay is not None:
+        plan = time_to_pay_plan(base, archs, args.time_to_pay, say)
+        return run_curve(args, plan, base, archs, tasks, project, params_path, out_root, json_path, overrides, say)
     pretrained = {a: (project / layout.pretrain_dir(base, a)) for a in archs}
     missing = [a for a in archs if not (pretrained[a] / "model" / "model.safetensors").exists()]
     if missing and not args.pretrain:
@@ -308,20 +330,39 @@ def budget_name(minutes: float) -> str:
     return f"budget-{minutes:g}min"
 
 
-def run_curve(args, base, archs, tasks, project: Path, params_path: Path, out_root: Path, json_path: Path | None,
-              overrides: list[str], say) -> int:
-    """The curve mode: pretrain per budget, fine-tune per seed, one shared scratch control."""
+def time_to_pay_plan(base, archs: list[str], cap: float, say) -> dict[str, list[float]]:
+    """Each architecture's pretraining budget in the ``--time-to-pay`` mode: its recipe's measured
+    time to pay (``sizes.<size>.time_to_pay.minutes``), ``cap`` minutes where the recipe records
+    none or none of its measured budgets paid."""
+    from lmforge.config.recipes import load_recipe
+
+    plan = {}
+    for arch in archs:
+        ttp = load_recipe(base, arch).sizes[base.train.size].time_to_pay
+        if ttp is not None and ttp.minutes is not None:
+            plan[arch] = [ttp.minutes]
+            say(f"== {arch}: its time to pay, {ttp.minutes:g} minutes ({ttp.source})")
+        else:
+            plan[arch] = [cap]
+            say(f"== {arch}: no measured time to pay in its recipe; the cap, {cap:g} minutes")
+    return plan
+
+
+def run_curve(args, plan: dict[str, list[float]], base, archs, tasks, project: Path, params_path: Path, out_root: Path,
+              json_path: Path | None, overrides: list[str], say) -> int:
+    """The curve mode: pretrain each architecture for each of its budgets (``plan``), fine-tune
+    per seed, one shared scratch control per architecture."""
     from lmforge import layout
     from lmforge.training.finetune import run_finetune
     from lmforge.training.pretrain import run_pretrain
 
-    budgets = sorted(args.budgets)
+    budgets = sorted({m for minutes in plan.values() for m in minutes})
     if out_root == (project / base.train.output).resolve():
         raise UsageError(f"--out {out_root} is the project's train.output; the benchmark writes elsewhere")
     pretraining: dict[tuple[str, float], dict] = {}
     for minutes in budgets:
         params = with_values(base, budget_minutes=minutes, output=str(out_root / budget_name(minutes)))
-        for arch in archs:
+        for arch in (a for a in archs if minutes in plan[a]):
             say(f"== pretrain {arch} for {minutes:g} minutes")
             m = run_pretrain(params, arch, log=say)
             pretraining[(arch, minutes)] = {
@@ -333,11 +374,11 @@ def run_curve(args, base, archs, tasks, project: Path, params_path: Path, out_ro
         scratch_params = with_values(base, seed=seed, output=str(out_root / "scratch" / f"seed-{seed}"))
         for arch in archs:
             # the control's model is built from the recipe alone; the link only gives it a pretraining folder to name
-            link_pretrained(Path(pretraining[(arch, budgets[0])]["path"]), out_root / "scratch" / f"seed-{seed}", arch)
+            link_pretrained(Path(pretraining[(arch, plan[arch][0])]["path"]), out_root / "scratch" / f"seed-{seed}", arch)
             for task in tasks:
                 say(f"== {arch} / {task} / seed {seed}: scratch")
                 scratch = run_finetune(scratch_params, arch, task, from_scratch=True, log=say)
-                for minutes in budgets:
+                for minutes in plan[arch]:
                     out = out_root / budget_name(minutes) / f"seed-{seed}"
                     params = with_values(base, seed=seed, output=str(out))
                     link_pretrained(Path(pretraining[(arch, minutes)]["path"]), out, arch)
@@ -346,7 +387,10 @@ def run_curve(args, base, archs, tasks, project: Path, params_path: Path, out_ro
                     runs.append({**record(arch, pre["task"], seed, pre, scratch), "budget_minutes": minutes,
                                  "pretraining": pretraining[(arch, minutes)]})
     rows = curve_rows(runs)
-    show(format_curve(rows), time_to_pay_lines(rows), args.seeds)
+    lines = time_to_pay_lines(rows)
+    if args.time_to_pay is not None:  # one budget per architecture: the profile's summary too
+        lines = summary_lines(rows) + lines
+    show(format_curve(rows), lines, args.seeds)
     if args.chart:
         chart = Path(args.chart).expanduser().resolve()
         chart.parent.mkdir(parents=True, exist_ok=True)
@@ -354,7 +398,7 @@ def run_curve(args, base, archs, tasks, project: Path, params_path: Path, out_ro
         say(f"wrote {chart}")
     if json_path is not None:
         write_json(json_path, {"project": str(project), "params": str(params_path), "seeds": args.seeds,
-                               "budgets": budgets, "overrides": overrides, "output": str(out_root), "runs": runs,
+                               "budgets": plan, "overrides": overrides, "output": str(out_root), "runs": runs,
                                "rows": rows, "time_to_pay": time_to_pay(rows)}, say)
     return 0
 

@@ -3,6 +3,8 @@ one-line errors (exit status 2) for bad arguments."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from .conftest import load_benchmark
@@ -121,8 +123,26 @@ def test_the_curve_rows_time_to_pay_table_and_chart(transfer):
     (["--budgets", "2", "2"], "given once"),
     (["--chart", "c.png"], "--chart draws the curves of --budgets"),
     (["--budgets", "2", "--pretrain"], "--budgets pretrains for each budget itself"),
+    (["--time-to-pay", "--budgets", "2"], "--time-to-pay pretrains each architecture for its own budget"),
+    (["--time-to-pay", "--pretrain"], "--time-to-pay pretrains each architecture for its own budget"),
+    (["--time-to-pay", "0"], "--time-to-pay: the cap is a positive number of minutes"),
 ])
 def test_curve_arguments_are_checked(transfer, capsys, argv, message):
     with pytest.raises(SystemExit) as exit_:
         transfer.parse_args(argv)
     assert exit_.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_the_profile_pretrains_each_architecture_for_its_recipes_time_to_pay(transfer, monkeypatch):
+    """--time-to-pay: the recipe's measured minutes; the cap where it records none (T5) or none
+    of its measured budgets paid (XLNet)."""
+    from lmforge.config import load_params
+
+    repo = Path(__file__).resolve().parents[1]
+    monkeypatch.chdir(repo)
+    said = []
+    plan = transfer.time_to_pay_plan(load_params(repo / "params.yaml"), ["bert", "xlnet", "t5"], 6.0, said.append)
+    assert plan == {"bert": [4.0], "xlnet": [6.0], "t5": [6.0]}
+    assert said[0].startswith("== bert: its time to pay, 4 minutes (BENCHMARKS.md: 2026-11-27: time to pay")
+    assert said[2] == "== t5: no measured time to pay in its recipe; the cap, 6 minutes"
+    assert transfer.parse_args(["--time-to-pay"]).time_to_pay == 8.0
