@@ -57,9 +57,10 @@ import numpy as np
 import torch
 
 from ..artifacts import atomic_write_json, finished
+from ..config import Params
+from ..config.recipes import resolve_finetune_budget
 from ..finetuning import features
 from ..finetuning.family import FamilyInputs
-from ..config import Params
 from ..finetuning.tasks import Task
 from ..tracking.factory import tracking_factory
 from . import param_groups
@@ -71,7 +72,6 @@ from .finetune_plan import FinetunePlan, plan_finetune
 from .module import LMForgeModule, balanced_class_weights
 from .phases import PhaseClock
 from .progress import TrainingProgress
-from ..config.recipes import resolve_finetune_budget
 from .run import History, build_trainer, check_trainable, start_attempt, world_size
 
 

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .. import layout
 from ..finetuning.eval_batches import ordered_batches
 from ..finetuning.family import FamilyInputs
 from ..models.registry import CLASSIFIER_HEADS
@@ -53,7 +54,6 @@ def save_finetune_outputs(plan: FinetunePlan, staged: Path, metrics: dict[str, A
     """The model folder, ``labels.json``, ``history.csv`` and the charts in ``staged``, logged to
     the run's tracker; the model registered unless this is the control (``metrics`` gains its
     ``registered_model``)."""
-    from .. import layout
     from ..models.folder import save_model_dir
 
     params, task, arch = plan.params, plan.task, plan.arch

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import lightning.pytorch as pl
@@ -27,7 +26,6 @@ from ..artifacts import atomic_write_json, fingerprint, finished
 from ..config import ConfigError, Params
 from ..evaluation.intrinsic import evaluate_lm, target_counts, tokenizer_bytes_per_token
 from ..models.registry import build_model
-from ..objectives.base import Vocab
 from ..tracking.factory import tracking_factory
 from ..datasets.open import open_objective
 from ..objectives.registry import tokenizer_kind
@@ -40,7 +38,7 @@ from .compute import compute_record, device_name, labelled_fraction
 from .phases import PhaseClock
 from .run_charts import draw_run_charts
 from .tokenizer_config import tokenizer_overrides
-from .run import (History, build_trainer, check_trainable, evaluation_device, is_rank_zero, resolve_precision, start_attempt,
+from .run import (History, build_trainer, check_trainable, evaluation_device, resolve_precision, start_attempt,
                   world_size)
 
 
