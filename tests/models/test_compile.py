@@ -33,6 +33,7 @@ def fresh_dynamo():
 
 def loss_and_grads(model: torch.nn.Module, batch: dict, forward=None) -> tuple[torch.Tensor, dict]:
     model.zero_grad(set_to_none=True)
+    torch.manual_seed(0)  # the same draws in both runs for a head that samples (ELECTRA's generator)
     out = (forward if forward is not None else model)(**batch)
     out.loss.backward()
     return out.loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}

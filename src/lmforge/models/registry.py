@@ -68,10 +68,12 @@ def _arch(module: str, heads: dict[str, str], default_head: str, objectives: tup
 ARCHITECTURES: dict[str, Architecture] = {
     "gpt": _arch("gpt", {"lm": "GPTLMHeadModel", "classification": "GPTForSequenceClassification"}, "lm", ("clm",)),
     "bert": _arch("bert", {"pretraining": "BertForPreTraining", "mlm": "BertForMaskedLM",
+                           "rtd": "electra:BertForReplacedTokenDetection",
                            "classification": "BertForSequenceClassification"}, "pretraining", ("mlm_nsp", "mlm")),
     "albert": _arch("albert", {"pretraining": "AlbertForPreTraining", "mlm": "AlbertForMaskedLM",
                                "classification": "AlbertForSequenceClassification"}, "pretraining", ("mlm_sop",)),
     "ernie": _arch("ernie", {"pretraining": "ErnieForPreTraining", "mlm": "ErnieForMaskedLM",
+                             "rtd": "electra:ErnieForReplacedTokenDetection",
                              "classification": "ErnieForSequenceClassification"}, "pretraining", ("knowledge_mlm",)),
     "elmo": _arch("elmo", {"bilm": "ElmoBiLM", "classification": "ElmoForSequenceClassification"}, "bilm", ("bilm",)),
     "transformer_xl": _arch("transformer_xl", {"lm": "TransformerXLLMHeadModel",
