@@ -41,13 +41,15 @@ run: $(VENV)/.installed $(DAGSTER_HOME)/dagster.yaml
 
 # The transfer profile (`make transfer`): in its own project folder (TRANSFER_PROJECT, made by
 # `lmforge init`), the data stages on the corpus the time-to-pay curves were measured on (the
-# standard library and four installed packages' docstrings, 4,096-token BPE), then every
+# standard library and four installed packages' docstrings; BPE, WordPiece and Unigram
+# vocabularies of 4,096), then every
 # architecture pretrained for its recipe's measured time to pay (sizes.<size>.time_to_pay;
 # TRANSFER_CAP minutes where the recipe records none, or none of its measured budgets paid) and
 # fine-tuned with three seeds beside its from-scratch control; it prints the transfer table.
 TRANSFER_PROJECT ?= transfer-profile
 TRANSFER_CAP ?= 8
-TRANSFER_SET ?= clean.include_site_packages=[numpy,pandas,sklearn,networkx] tokenizer.bpe.vocab_size=4096
+TRANSFER_SET ?= clean.include_site_packages=[numpy,pandas,sklearn,networkx] tokenizer.bpe.vocab_size=4096 \
+	tokenizer.wordpiece.vocab_size=4096 tokenizer.unigram.vocab_size=4096
 TRANSFER_ARGS ?= --task docstring_package --seeds 0 1 2 --set finetune.max_train_examples=1000 train.threads=1
 transfer: $(VENV)/.installed
 	test -e $(TRANSFER_PROJECT)/params.yaml || $(VENV)/bin/lmforge init $(TRANSFER_PROJECT)
