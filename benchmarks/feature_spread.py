@@ -7,8 +7,9 @@ the majority class (BENCHMARKS.md, Transfer).
 
     python benchmarks/feature_spread.py [--project DIR] [--arch A ...] [--task T] [--examples 200] [--set KEY=VALUE ...]
 
-Defaults: the project's ``train.architectures`` and first ``finetune.tasks``. Text-to-text
-architectures (t5, bart, switch) have no classifier to read and are skipped with a note.
+Defaults: the project's ``train.architectures`` and first ``finetune.tasks``. A recipe that
+fine-tunes text to text (T5's, BART's and Switch's by default) has no classifier to read and is
+skipped with a note; with ``finetune.mode: classification`` their encoder's mean is read.
 Errors in the arguments are one line and exit status 2.
 """
 
@@ -21,32 +22,14 @@ from pathlib import Path
 
 import torch
 
-
-def spread(features: torch.Tensor) -> float:
-    """Norm of the per-feature standard deviation across rows over the norm of the mean row
-    (0 when every row is the same)."""
-    if features.dim() != 2 or features.size(0) < 2:
-        raise ValueError(f"spread needs a (rows >= 2, features) matrix, got shape {tuple(features.shape)}")
-    features = features.double()
-    return float(features.std(0).norm() / features.mean(0).norm().clamp_min(1e-12))
+from lmforge.training.input_standardization import entry_inputs, spread  # noqa: F401 (spread: this benchmark's measure)
 
 
-@torch.no_grad()
 def classifier_input(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """What the first layer of the model's classifier reads for ``batch``: XLNet's ``summary``,
-    else ``classifier`` or ``score`` (GPT)."""
-    layer = next((getattr(model, name) for name in ("summary", "classifier", "score")
-                  if isinstance(getattr(model, name, None), torch.nn.Linear)), None)
-    if layer is None:
-        raise ValueError(f"{type(model).__name__} has no linear classifier layer (summary / classifier / score)")
-    seen: list[torch.Tensor] = []
-    hook = layer.register_forward_hook(lambda _m, inputs, _o: seen.append(inputs[0]))
-    try:
-        model.eval()
-        model(**{k: v for k, v in batch.items() if k != "labels"})
-    finally:
-        hook.remove()
-    return seen[0]
+    """What the first layer of the model's classifier reads for ``batch``
+    (``training.input_standardization.classifier_entry``: XLNet's summary, BERT's classifier,
+    GPT's score, the dense layer opening T5's, BART's and Switch's head)."""
+    return entry_inputs(model, [batch])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     from lmforge import layout
     from lmforge.config import load_params
     from lmforge.errors import LmforgeError
-    from lmforge.finetuning.features import collate, encode_split, pad_id, text_to_text, tokenizer_dir_for
+    from lmforge.config.recipes import load_recipe
+    from lmforge.finetuning.features import collate, encode_split, pad_id, tokenizer_dir_for
     from lmforge.finetuning.tasks import load_task
     from lmforge.training.finetune_model import build_finetune_model, head_model
 
@@ -75,11 +59,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| architecture | pretrained | random | task `{task.name}`, {len(task.splits['train'])} training examples |")
         print("|---|---:|---:|---|")
         for arch in args.arch or params.train.architectures:
-            if text_to_text(arch):
+            mode = load_recipe(params, arch).finetune.mode
+            if mode == "text_to_text":
                 print(f"| {arch} | – | – | text to text: no classifier |")
                 continue
             tok = tokenizer_dir_for(arch, Path(params.tokenizer.output))
-            batch = collate(encode_split(task, "train", arch, tok, params.finetune.max_length), pad_id(arch, tok))
+            batch = collate(encode_split(task, "train", arch, tok, params.finetune.max_length, mode=mode),
+                            pad_id(arch, tok))
             n = len(task.label_names)
             pretrained, preset, overrides, head = build_finetune_model(
                 layout.pretrained_model_dir(params, arch), arch, "classification", n, pooling="mean")
