@@ -22,14 +22,39 @@ from pathlib import Path
 
 import torch
 
-from lmforge.training.input_standardization import entry_inputs, spread  # noqa: F401 (spread: this benchmark's measure)
+
+def spread(features: torch.Tensor) -> float:
+    """Norm of the per-feature standard deviation across rows over the norm of the mean row
+    (0 when every row is the same)."""
+    if features.dim() != 2 or features.size(0) < 2:
+        raise ValueError(f"spread needs a (rows >= 2, features) matrix, got shape {tuple(features.shape)}")
+    features = features.double()
+    return float(features.std(0).norm() / features.mean(0).norm().clamp_min(1e-12))
 
 
+@torch.no_grad()
 def classifier_input(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """What the first layer of the model's classifier reads for ``batch``
-    (``training.input_standardization.classifier_entry``: XLNet's summary, BERT's classifier,
-    GPT's score, the dense layer opening T5's, BART's and Switch's head)."""
-    return entry_inputs(model, [batch])
+    """What the first layer of the model's classifier reads for ``batch``: XLNet's ``summary``,
+    else ``classifier`` or ``score`` (GPT), or the ``dense`` layer that opens a classification
+    head module (T5's and Switch's ``classifier``, BART's ``head``)."""
+    layer = None
+    for name in ("summary", "classifier", "score", "head"):
+        module = getattr(model, name, None)
+        if not isinstance(module, torch.nn.Linear):
+            module = getattr(module, "dense", None)
+        if isinstance(module, torch.nn.Linear):
+            layer = module
+            break
+    if layer is None:
+        raise ValueError(f"{type(model).__name__} has no linear classifier layer (summary / classifier / score / head)")
+    seen: list[torch.Tensor] = []
+    hook = layer.register_forward_hook(lambda _m, inputs, _o: seen.append(inputs[0]))
+    try:
+        model.eval()
+        model(**{k: v for k, v in batch.items() if k != "labels"})
+    finally:
+        hook.remove()
+    return seen[0]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -39,3 +39,17 @@ def test_a_collapsed_encoder_has_no_spread(fs):
 def test_a_model_without_a_classifier_is_an_error(fs):
     with pytest.raises(ValueError, match="no linear classifier layer"):
         fs.classifier_input(torch.nn.Identity(), {"input_ids": torch.zeros(2, 3, dtype=torch.long)})
+
+
+def test_the_encoder_pooled_heads_of_t5_bart_and_switch_are_read(fs):
+    from lmforge.models.registry import build_model
+
+    for preset, first in (("t5-tiny", "classifier.dense"), ("switch-tiny", "classifier.dense"), ("bart-tiny", "head.dense")):
+        torch.manual_seed(0)
+        model = build_model(preset, head="classification", num_labels=3, classifier_pooling="mean")
+        batch = {"input_ids": torch.randint(5, 200, (4, 12)), "attention_mask": torch.ones(4, 12, dtype=torch.long)}
+        seen = []
+        hook = model.get_submodule(first).register_forward_hook(lambda _m, i, _o: seen.append(i[0]))
+        features = fs.classifier_input(model, batch)
+        hook.remove()
+        assert features.shape == (4, model.config.d_model) and torch.equal(features, seen[0])

@@ -223,10 +223,6 @@ class FinetuneRecipe(StrictModel):
                           "from-scratch control's initial value (Ash & Adams 2020); null: the pretrained weights as they are")
     reinit_top_layers: int = Field(0, ge=0, description="the top layers of the stack (and the pooler, a final norm "
                                    "above them) start from the control's initial values (Zhang et al. 2021)")
-    standardize_input: bool = Field(
-        False, description="the sequence classifier's first layer starts on its input standardized: each feature's "
-                           "mean and standard deviation over the first training examples folded into its weights "
-                           "(both arms of the transfer comparison; training/input_standardization.py)")
     augment: AugmentRecipe | None = Field(
         None, description="contextual augmentation: words of the training examples replaced by a masked LM's "
                           "predictions, label kept (Kobayashi 2018); null: off")
@@ -240,8 +236,6 @@ class FinetuneRecipe(StrictModel):
         if self.tag_weights is not None and self.mode != "classification":
             raise ValueError("tag_weights apply to the tagging heads (mode: classification); text_to_text writes "
                              "the entities")
-        if self.standardize_input and self.mode != "classification":
-            raise ValueError("standardize_input applies to the classification heads (mode: classification), not text_to_text")
         if self.shrink_perturb is not None and (min(self.shrink_perturb) < 0 or max(self.shrink_perturb) == 0):
             raise ValueError("shrink_perturb: two non-negative factors, not both zero")
         if len(set(self.freeze)) != len(self.freeze):

@@ -50,7 +50,6 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
-from functools import partial
 from typing import Any
 
 import lightning.pytorch as pl
@@ -58,7 +57,7 @@ import numpy as np
 import torch
 
 from ..artifacts import atomic_write_json, finished
-from ..config import ConfigError, Params
+from ..config import Params
 from ..config.recipes import resolve_finetune_budget
 from ..finetuning import features
 from ..finetuning.family import FamilyInputs
@@ -70,7 +69,6 @@ from .finetune_callbacks import BestOnValidation
 from .finetune_model import build_finetune_model, head_model, warm_start
 from .finetune_outputs import finetune_metrics, save_finetune_outputs
 from .finetune_plan import FinetunePlan, plan_finetune
-from .input_standardization import EXAMPLES, first_batches, standardize_classifier_input
 from .module import LMForgeModule, balanced_class_weights
 from .phases import PhaseClock
 from .progress import TrainingProgress
@@ -196,22 +194,13 @@ def initial_model(plan: FinetunePlan, inputs: FamilyInputs,
         torch.manual_seed(params.train.seed)
         model, overrides, head = head_model(arch, inputs.head, preset, overrides, seq2seq_head, inputs.num_labels,
                                             **options)
-    else:
-        model, preset, overrides, head = build_finetune_model(plan.pretrained_dir, arch, inputs.head,
-                                                              inputs.num_labels, **options)
-        if ft.shrink_perturb is not None or ft.reinit_top_layers:
-            torch.manual_seed(params.train.seed)  # the from-scratch control's very initialisation
-            fresh, _, _ = head_model(arch, inputs.head, preset, overrides, head, inputs.num_labels, **options)
-            log(warm_start(model, fresh, ft))
-    if ft.standardize_input:  # both arms, each on its own features
-        if inputs.head != "classification":
-            raise ConfigError(f"{plan.recipe_file}: finetune.standardize_input applies to sequence classification, "
-                              f"(the {inputs.head!r} head)")
-        collate = partial(features.collate, pad_id=features.pad_id(arch, plan.tok_dir))
-        batches = first_batches(inputs.encoded["train"], collate, plan.size.finetune.batch_size)
-        stats = standardize_classifier_input(model, batches)
-        log(f"classifier input standardized on {min(len(inputs.encoded['train']), EXAMPLES)} training examples "
-            f"(feature spread {stats['spread']:.4f}, mean norm {stats['mean_norm']:.3g})")
+        return model, preset, overrides, head
+    model, preset, overrides, head = build_finetune_model(plan.pretrained_dir, arch, inputs.head, inputs.num_labels,
+                                                          **options)
+    if ft.shrink_perturb is not None or ft.reinit_top_layers:
+        torch.manual_seed(params.train.seed)  # the from-scratch control's very initialisation
+        fresh, _, _ = head_model(arch, inputs.head, preset, overrides, head, inputs.num_labels, **options)
+        log(warm_start(model, fresh, ft))
     return model, preset, overrides, head
 
 

@@ -54,12 +54,11 @@ def head_model(arch: str, head: str, preset: str, overrides: dict, seq2seq_head:
     return model, overrides, "classification"
 
 
-def unset_options(ft: FinetuneRecipe, scratch: bool) -> set[str]:
-    """The options a fingerprint leaves out: those left at their defaults (runs made before they
-    existed stay current), and the warm-start ones for the control (they change nothing there)."""
-    warm = {"shrink_perturb": None, "reinit_top_layers": 0}
-    unused = {k for k, default in warm.items() if scratch or getattr(ft, k) == default}
-    return unused | ({"standardize_input"} if not ft.standardize_input else set())
+def warm_start_unused(ft: FinetuneRecipe, scratch: bool) -> set[str]:
+    """The warm-start options a fingerprint leaves out: all of them for the control (they change
+    nothing there), and those left at their defaults (runs made before they existed stay current)."""
+    keys = {"shrink_perturb": None, "reinit_top_layers": 0}
+    return {k for k, default in keys.items() if scratch or getattr(ft, k) == default}
 
 
 def warm_start(model: torch.nn.Module, fresh: torch.nn.Module, ft: FinetuneRecipe) -> str:

@@ -14,7 +14,7 @@ from ..finetuning.family import Family
 from ..finetuning.families import family_for
 from ..finetuning.tasks import Task, load_task
 from ..tokenizer_kinds import ARCHITECTURE_TOKENIZER
-from .finetune_model import model_spec, unset_options
+from .finetune_model import model_spec, warm_start_unused
 from ..config.recipes import FinetuneRecipe, Recipe, SizeRecipe, load_recipe, recipe_path, size_recipe, unset_budget
 
 
@@ -78,7 +78,7 @@ def plan_finetune(params: Params, arch: str, task_spec: str, scratch: bool) -> F
             raise ConfigError(f"{arch}: augmentation needs the pretrained {ft.augment.model} in {augmenter}; "
                               f"run `lmforge pretrain {ft.augment.model}` first")
     init = "scratch" if scratch else "pretrained"
-    fp = fingerprint("finetune", init, task_spec, task.summary(), ft.model_dump(mode="json", exclude=unset_options(ft, scratch)),
+    fp = fingerprint("finetune", init, task_spec, task.summary(), ft.model_dump(mode="json", exclude=warm_start_unused(ft, scratch)),
                      size.finetune.model_dump(mode="json", exclude=unset_budget(size.finetune)),
                      params.finetune.max_length, params.train.seed, source,
                      *([sha256_file(augmenter / "model.safetensors")] if augmenter else []))
