@@ -46,4 +46,10 @@ def test_bert_pretrains_with_rtd_and_its_discriminator_is_fine_tuned(project):
     assert not any(k.startswith("generator.") for k in classifier.state_dict())
 
     result = run_finetune(params, "bert", str(project / "task"), log=lambda m: None)
-    assert result["init"] == "pretrained" and 0 <= result["test"]["accuracy"] <= 1
+    assert result["init"] == "pretrained" and result["mode"] == "classification" and result["steps"] == 2
+    # the fine-tuned classifier is BERT's own sequence classifier, not the pretraining head
+    from lmforge import layout
+
+    tuned = json.loads((project / layout.finetune_dir(params, "bert", result["task"]) / "model" / "lmforge_model.json")
+                       .read_text(encoding="utf-8"))
+    assert tuned["head"] == "classification" and tuned["preset"] == meta["preset"]

@@ -16,7 +16,7 @@ elsewhere) and, in one forward pass:
    sees that corrupted text and scores every real (non-padding) position as original or replaced:
    ``rtd_loss``, the mean binary cross entropy.
 
-``loss = mlm_loss + rtd_weight * rtd_loss`` (``rtd_weight`` 50, the paper's). The generator and
+``loss = mlm_loss + RTD_WEIGHT * rtd_loss`` (50, the paper's weight). The generator and
 the discriminator share their embedding module (token, segment and position embeddings and its
 LayerNorm), the paper's "tie all embeddings". ``logits`` are the generator's masked-LM scores
 ((N, V) at the labelled positions in training mode, (B, L, V) in evaluation mode), so the
