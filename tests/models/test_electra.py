@@ -8,6 +8,7 @@ import pytest
 import torch
 import transformers
 
+from lmforge.interop._bert import encoder_hf_kwargs
 from lmforge.interop.hf import to_hf
 from lmforge.models.electra import RTD_WEIGHT, generator_config
 from lmforge.models.registry import build_model
@@ -43,12 +44,9 @@ def test_the_discriminator_scores_and_loss_match_transformers_electra(preset):
     assert torch.equal(replaced, out.aux["replaced"]) and replaced.any()
     ours = out.aux["rtd_logits"]
 
-    hf_config = transformers.ElectraConfig(
-        vocab_size=config.vocab_size, embedding_size=config.d_model, hidden_size=config.d_model,
-        num_hidden_layers=config.n_layers, num_attention_heads=config.n_heads, intermediate_size=config.d_ff,
-        hidden_act={"gelu": "gelu", "relu": "relu"}[config.act], hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0, max_position_embeddings=config.max_positions,
-        type_vocab_size=config.type_vocab_size, layer_norm_eps=config.eps, pad_token_id=config.pad_id)
+    # the BERT-shaped settings as the converters name them (no projection: embeddings D wide)
+    hf_config = transformers.ElectraConfig(embedding_size=config.d_model, pad_token_id=config.pad_id,
+                                           **encoder_hf_kwargs(config, "transformers' ELECTRA"))
     electra = transformers.ElectraForPreTraining(hf_config).eval()
     # our encoder as transformers' BertModel (same names as ElectraModel's), then the detector
     state = {f"electra.{k}": v for k, v in to_hf(model.encoder).state_dict().items()
