@@ -224,6 +224,20 @@ def test_a_decoder_stack_sits_above_the_encoder_and_freezing_embeddings_stops_th
     assert where["decoder.layers.0.self_attn.q.weight"].depth == e + 1
     assert where["lm_head.weight"].role == "head" and where["lm_head.weight"].depth == max(p.depth for p in where.values())
 
+    # a classifier that reads the encoder alone never runs its decoder: the decoder shares the
+    # encoder's depths, so the head sits on the encoder's top layer (the top layers to
+    # re-initialise, the rates of the layer-wise decay); the default pooling runs it on top
+    for arch, preset in (("t5", "t5-tiny"), ("bart", "bart-tiny"), ("switch", "switch-tiny")):
+        for pooling, runs in (("mean", False), ("default", True)):
+            model = build_model(preset, head="classification", num_labels=3, vocab_size=64, classifier_pooling=pooling)
+            assert model.runs_decoder is runs
+            where = placements(model)
+            enc = {p.depth for n, p in where.items() if ".encoder." in f".{n}" and ".layers." in n}
+            dec = {p.depth for n, p in where.items() if ".decoder." in f".{n}" and ".layers." in n}
+            heads = {p.depth for p in where.values() if p.role == "head"}
+            assert enc == {1, 2}, arch
+            assert dec == ({3, 4} if runs else {1, 2}) and heads == {max(dec)}, (arch, pooling)
+
     bert = build_model("bert-tiny", head="classification", num_labels=2, vocab_size=50, max_positions=16)
     frozen = freeze(bert, ["embeddings"])
     assert frozen and all(n.startswith("encoder.embeddings.") for n in frozen)

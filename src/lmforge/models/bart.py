@@ -414,6 +414,11 @@ class BartForSequenceClassification(nn.Module):
         self.head = BartClassificationHead(config.d_model, num_labels, classifier_dropout)
         init_weights(self.head, config)
 
+    @property
+    def runs_decoder(self) -> bool:
+        """Whether the forward pass reaches the decoder (not with ``classifier_pooling: mean``)."""
+        return self.config.classifier_pooling != "mean"
+
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 decoder_input_ids: torch.Tensor | None = None, decoder_attention_mask: torch.Tensor | None = None,
                 labels: torch.Tensor | None = None) -> ModelOutput:

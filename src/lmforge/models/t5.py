@@ -533,6 +533,11 @@ class T5ForSequenceClassification(T5Model):
         self.classifier_dropout = classifier_dropout
         self.classifier = T5ClassificationHead(config, num_labels, classifier_dropout)
 
+    @property
+    def runs_decoder(self) -> bool:
+        """Whether the forward pass reaches the decoder (not with ``classifier_pooling: mean``)."""
+        return self.config.classifier_pooling != "mean"
+
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 decoder_input_ids: torch.Tensor | None = None, decoder_attention_mask: torch.Tensor | None = None,
                 labels: torch.Tensor | None = None) -> ModelOutput:

@@ -7,8 +7,10 @@ covers every architecture:
 
 - a parameter inside a layer stack (``...layers.<i>.``, ``...blocks.<i>.``, ELMo's
   ``forward_layers.<i>.`` / ``backward_layers.<i>.``) has depth ``i + 1``; a stack whose name
-  contains ``decoder`` sits on top of the encoder's (depth ``encoder layers + i + 1``);
-  parallel stacks (ELMo's two directions) share depths;
+  contains ``decoder`` sits on top of the encoder's (depth ``encoder layers + i + 1``), unless
+  the model's forward pass does not reach it (``runs_decoder`` false: T5's, BART's and
+  Switch's classifiers reading the encoder alone), where it shares the encoder's depths and the
+  head sits on the encoder's top layer; parallel stacks (ELMo's two directions) share depths;
 - any other parameter takes the depth of the last layer before it in that order: 0 before the
   first layer (the embeddings: BERT's ``encoder.embeddings``, GPT's ``wte``/``wpe``, T5's
   ``shared``, ELMo's character CNN), the top depth after the last one (the head, a final norm,
@@ -46,7 +48,8 @@ def placements(model: nn.Module) -> dict[str, Placement]:
         if m:
             sizes[m["stack"]] = max(sizes.get(m["stack"], 0), int(m["index"]) + 1)
     below_decoder = max((n for stack, n in sizes.items() if "decoder" not in stack), default=0)
-    offsets = {stack: below_decoder if "decoder" in stack else 0 for stack in sizes}
+    stacked = getattr(model, "runs_decoder", True)  # an unused decoder does not sit above the encoder
+    offsets = {stack: below_decoder if "decoder" in stack and stacked else 0 for stack in sizes}
     layered = [i for i, name in enumerate(names) if matches[name]]
     last_layered = layered[-1] if layered else -1
     out: dict[str, Placement] = {}
