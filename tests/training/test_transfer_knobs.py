@@ -122,7 +122,7 @@ def test_the_warm_start_options_reach_the_pretrained_arm_and_not_the_control(pro
     logs: list[str] = []
     plain = finetune.run_finetune(params, "bert", task, log=logs.append, tracker_factory=FakeTracker)
     scratch = finetune.run_finetune(params, "bert", task, from_scratch=True, log=logs.append, tracker_factory=FakeTracker)
-    _recipe(project, "bert", lambda r: r["finetune"].update(shrink_perturb=[0.5, 0.5]))
+    _recipe(project, "bert", lambda r: r["sizes"]["tiny"].update(warm_start={"shrink_perturb": [0.5, 0.5]}))
     mixed = finetune.run_finetune(params, "bert", task, log=logs.append, tracker_factory=FakeTracker)
     again = finetune.run_finetune(params, "bert", task, from_scratch=True, log=logs.append, tracker_factory=FakeTracker)
     pre, control, half = starts[0], starts[1], starts[2]
@@ -132,6 +132,28 @@ def test_the_warm_start_options_reach_the_pretrained_arm_and_not_the_control(pro
     # the option changes the pretrained arm's fingerprint, not the control's (which is reused)
     assert mixed["fingerprint"] != plain["fingerprint"] and again["fingerprint"] == scratch["fingerprint"]
     assert len(starts) == 3
+
+
+def test_a_size_s_warm_start_replaces_the_recipe_s_for_that_size_only(project):
+    from lmforge.config import ConfigError
+    from lmforge.config.recipes import load_recipe, recipe_param_keys
+
+    _recipe(project, "t5", lambda r: (r["finetune"].update(shrink_perturb=[0.8, 0.2], reinit_top_layers=0),
+                                      r["sizes"]["tiny"].update(warm_start={"reinit_top_layers": 2})))
+    params = load_params(write_params(project))
+    recipe = load_recipe(params, "t5")
+    tiny, base = recipe.finetune_at(recipe.sizes["tiny"]), recipe.finetune_at(recipe.sizes["base"])
+    assert (tiny.reinit_top_layers, tiny.shrink_perturb) == (2, (0.8, 0.2))  # the size's value, the rest kept
+    assert (base.reinit_top_layers, base.shrink_perturb) == (0, (0.8, 0.2))
+    assert tiny.mode == recipe.finetune.mode and tiny.pooling == recipe.finetune.pooling
+    assert "sizes.tiny.warm_start" in recipe_param_keys(params, "t5", "finetune")  # a DVC parameter of fine-tuning
+    assert "sizes.tiny.warm_start" not in recipe_param_keys(params, "t5", "pretrain")
+    _recipe(project, "t5", lambda r: r["sizes"]["tiny"].update(warm_start={"shrink_perturb": [0.0, 0.0]}))
+    with pytest.raises(ConfigError, match="sizes.tiny.warm_start: .*not both zero"):
+        load_recipe(params, "t5")
+    _recipe(project, "t5", lambda r: r["sizes"]["tiny"].update(warm_start={"freeze": ["layers"]}))
+    with pytest.raises(ConfigError, match="warm_start"):
+        load_recipe(params, "t5")
 
 
 def test_albert_sharing_in_the_recipe_reaches_the_pretrained_and_the_fine_tuned_model(project, monkeypatch):

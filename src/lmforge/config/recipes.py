@@ -167,6 +167,10 @@ class SizeRecipe(StrictModel):
     time_to_pay: TimeToPay | None = Field(
         None, description="what the transfer curve measured: the pretraining minutes (one core) after which this "
                           "size pays; the leaderboard calls a shorter pretraining too short to pay")
+    warm_start: dict[Literal["shrink_perturb", "reinit_top_layers"], Any] = Field(
+        default_factory=dict, description="this size's warm start of the pretrained arm: the recipe's "
+                                          "finetune.shrink_perturb and/or finetune.reinit_top_layers replaced (a "
+                                          "remedy a short CPU pretraining needs and a published size does not)")
 
     @model_validator(mode="after")
     def _family_budgets(self) -> SizeRecipe:
@@ -251,6 +255,12 @@ class Recipe(StrictModel):
     sizes: dict[str, SizeRecipe]
     finetune: FinetuneRecipe
 
+    def finetune_at(self, size: SizeRecipe) -> FinetuneRecipe:
+        """How ``size`` is fine-tuned: ``finetune`` with the size's ``warm_start`` values."""
+        if not size.warm_start:
+            return self.finetune
+        return FinetuneRecipe.model_validate({**self.finetune.model_dump(), **size.warm_start})
+
     @model_validator(mode="after")
     def _consistent(self) -> Recipe:
         from ..models.registry import ARCHITECTURES, PRESET_ARCHITECTURE
@@ -266,6 +276,11 @@ class Recipe(StrictModel):
             if PRESET_ARCHITECTURE.get(s.preset) != self.architecture:
                 raise ValueError(f"sizes.{size}.preset: {s.preset!r} is not a {self.architecture} preset; "
                                  f"known: {sorted(arch.presets)}")
+            try:
+                self.finetune_at(s)
+            except ValidationError as exc:
+                problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'warm start'}: {e['msg']}" for e in exc.errors())
+                raise ValueError(f"sizes.{size}.warm_start: {problems}") from None
         return self
 
     @property
@@ -346,7 +361,7 @@ def recipe_param_keys(params: Params, arch: str, part: Literal["pretrain", "fine
     if part == "pretrain":
         wanted.append(f"sizes.{size}.pretrain_model")
     if part == "finetune":
-        wanted += [f"sizes.{size}.finetune_families", "finetune"]
+        wanted += [f"sizes.{size}.finetune_families", f"sizes.{size}.warm_start", "finetune"]
     keys = []
     for key in wanted:
         node: Any = data

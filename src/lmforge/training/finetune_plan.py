@@ -38,7 +38,7 @@ class FinetunePlan:
 
     @property
     def ft(self) -> FinetuneRecipe:
-        return self.recipe.finetune
+        return self.recipe.finetune_at(self.size)
 
     @property
     def init(self) -> str:
@@ -53,7 +53,7 @@ def plan_finetune(params: Params, arch: str, task_spec: str, scratch: bool) -> F
     """The run of ``arch`` on ``task_spec`` (``scratch``: its from-scratch control), checked."""
     recipe = load_recipe(params, arch)
     size = size_recipe(params, recipe)
-    ft = recipe.finetune
+    ft = recipe.finetune_at(size)  # the size's warm start where it gives one
     pretrained_dir = layout.pretrained_model_dir(params, arch)
     out_dir = (layout.finetune_scratch_dir if scratch else layout.finetune_dir)(params, arch, task_spec)
     tok_dir = layout.tokenizer_dir(params, ARCHITECTURE_TOKENIZER[arch])
