@@ -104,6 +104,20 @@ def test_reinit_top_layers_resets_the_top_layer_and_the_pooler_and_nothing_below
         assert torch.equal(now[name], expected), name
 
 
+def test_reinit_top_layers_on_albert_s_shared_block_is_an_error_not_a_silent_no_op():
+    from lmforge.config import ConfigError
+    from lmforge.config.recipes import FinetuneRecipe
+    from lmforge.training.finetune_model import warm_start
+
+    torch.manual_seed(0)
+    model = build_model("albert-tiny", head="classification", num_labels=3, vocab_size=50, max_positions=16)
+    fresh = build_model("albert-tiny", head="classification", num_labels=3, vocab_size=50, max_positions=16)
+    with pytest.raises(ConfigError, match="reinit_top_layers: .*no indexed layer stack"):
+        warm_start(model, fresh, FinetuneRecipe(mode="classification", reinit_top_layers=1))
+    assert warm_start(model, fresh, FinetuneRecipe(mode="classification", shrink_perturb=(0.5, 0.5))).startswith(
+        "warm start: weights shrunk x0.5")
+
+
 def test_the_warm_start_options_reach_the_pretrained_arm_and_not_the_control(project, monkeypatch):
     from lmforge.training import finetune
     from lmforge.training.pretrain import run_pretrain

@@ -67,6 +67,9 @@ def warm_start(model: torch.nn.Module, fresh: torch.nn.Module, ft: FinetuneRecip
     done = []
     if ft.reinit_top_layers:
         names = reinit_top_layers(model, fresh, ft.reinit_top_layers)
+        if not names:
+            raise ConfigError("finetune.reinit_top_layers: this model has no indexed layer stack to re-initialise "
+                              "(ALBERT's shared block has none); use shrink_perturb or leave it 0")
         done.append(f"the top {ft.reinit_top_layers} layer(s) re-initialised ({len(names)} tensors)")
     if ft.shrink_perturb is not None:
         shrink, perturb = ft.shrink_perturb
