@@ -217,8 +217,9 @@ def _check_families(archs: list[str], tasks: list[str], *, named: bool) -> None:
 def finetune(architectures, tasks, params_path, overrides, from_scratch, restart, force) -> None:
     """Fine-tune pretrained architectures on downstream tasks (default: finetune.tasks).
 
-    Each task's family picks the head: classification (text to text for T5, BART and Switch),
-    regression, tagging and span QA heads for every architecture; generation for BART, T5,
+    Each task's family picks the head: classification, regression, tagging and span QA heads
+    for every architecture (T5, BART and Switch text to text where their recipe's
+    finetune.mode says so); generation for BART, T5,
     Switch and GPT. Writes <train.output>/<arch>/<task>/ (model, history, metrics); with
     --from-scratch, <train.output>/<arch>/<task>-scratch/.
 
