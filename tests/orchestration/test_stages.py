@@ -121,24 +121,24 @@ def test_the_harness_adds_the_corpus_and_its_task_files_to_evaluate_only_when_as
 
 
 def test_an_evaluate_stage_reads_its_recipes_time_to_pay_where_the_recipe_gives_one(graph_root):
-    graph = build_stages(graph_project(graph_root, train={"architectures": ["gpt", "t5"]}), root=graph_root)
-    gpt, t5 = graph["evaluate_gpt"], graph["evaluate_t5"]
+    graph = build_stages(graph_project(graph_root, train={"architectures": ["gpt", "elmo"]}), root=graph_root)
+    gpt, elmo = graph["evaluate_gpt"], graph["evaluate_elmo"]
     assert (gpt.recipe, gpt.recipe_params) == ("pipelines/gpt.yaml", ("sizes.tiny.time_to_pay",))
     assert "pipelines/gpt.yaml" in gpt.code and "pipelines/gpt.yaml" not in gpt.deps
-    assert (t5.recipe, t5.recipe_params) == ("", ())  # no curve of T5's recipe as shipped
+    assert (elmo.recipe, elmo.recipe_params) == ("", ())  # no curve of ELMo's recipe as shipped
     assert {"pipelines/gpt.yaml": ["sizes.tiny.time_to_pay"]} in dvc_stages(graph)["stages"]["evaluate_gpt"]["params"]
 
 
 def test_the_evaluate_stage_records_the_recipes_time_to_pay(graph_root, monkeypatch):
     from lmforge.evaluation.stage import recipe_time_to_pay
 
-    params = graph_project(graph_root, train={"architectures": ["gpt", "t5"]})
+    params = graph_project(graph_root, train={"architectures": ["gpt", "elmo"]})
     monkeypatch.chdir(graph_root)
     gpt = recipe_time_to_pay(params, "gpt")
     assert {k: gpt[k] for k in ("minutes", "measured", "task")} == {"minutes": 4.0, "measured": [1.0, 2.0, 4.0],
                                                                    "task": "docstring_package"}
     assert gpt["source"].startswith("BENCHMARKS.md: 2026-11-28")
-    assert recipe_time_to_pay(params, "t5") is None
+    assert recipe_time_to_pay(params, "elmo") is None
 
 
 def test_an_architecture_adds_its_stages_without_code_changes(graph_root):
