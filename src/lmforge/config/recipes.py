@@ -106,6 +106,11 @@ def resolve_finetune_budget(optim: FinetuneOptimConfig, train_examples: int, wor
 _EITHER = {"max_steps": "epochs", "epochs": "max_steps", "warmup_steps": "warmup_ratio", "warmup_ratio": "warmup_steps"}
 
 
+def _problems(exc: ValidationError, whole: str) -> str:
+    """A validation error's problems on one line: each key path (``whole`` for the object itself) and its message."""
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or whole}: {e['msg']}" for e in exc.errors())
+
+
 def family_budget(base: FinetuneOptimConfig, changes: dict[str, Any]) -> FinetuneOptimConfig:
     """``base`` with ``changes`` (some of its keys) applied: giving ``max_steps`` replaces
     ``epochs`` and the reverse, likewise ``warmup_steps`` and ``warmup_ratio``."""
@@ -181,7 +186,7 @@ class SizeRecipe(StrictModel):
             try:
                 family_budget(self.finetune, changes)
             except ValidationError as exc:
-                problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'budget'}: {e['msg']}" for e in exc.errors())
+                problems = _problems(exc, "budget")
                 raise ValueError(f"finetune_families.{family}: {problems}") from None
         return self
 
@@ -279,7 +284,7 @@ class Recipe(StrictModel):
             try:
                 self.finetune_at(s)
             except ValidationError as exc:
-                problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'warm start'}: {e['msg']}" for e in exc.errors())
+                problems = _problems(exc, "warm start")
                 raise ValueError(f"sizes.{size}.warm_start: {problems}") from None
         return self
 

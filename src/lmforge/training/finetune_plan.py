@@ -24,6 +24,7 @@ class FinetunePlan:
     arch: str
     scratch: bool  # the randomly initialised control
     recipe: Recipe
+    ft: FinetuneRecipe  # the recipe's finetune section with the size's warm start
     size: SizeRecipe  # the task family's own budget where the recipe gives one
     pretrained_dir: Path
     out_dir: Path
@@ -35,10 +36,6 @@ class FinetunePlan:
     select: str  # the metric model selection follows
     augmenter: Path | None  # the pretrained masked LM that makes augmented examples
     fingerprint: str
-
-    @property
-    def ft(self) -> FinetuneRecipe:
-        return self.recipe.finetune_at(self.size)
 
     @property
     def init(self) -> str:
@@ -82,5 +79,5 @@ def plan_finetune(params: Params, arch: str, task_spec: str, scratch: bool) -> F
                      size.finetune.model_dump(mode="json", exclude=unset_budget(size.finetune)),
                      params.finetune.max_length, params.train.seed, source,
                      *([sha256_file(augmenter / "model.safetensors")] if augmenter else []))
-    return FinetunePlan(params, arch, scratch, recipe, size, pretrained_dir, out_dir, tok_dir, spec, task, family,
+    return FinetunePlan(params, arch, scratch, recipe, ft, size, pretrained_dir, out_dir, tok_dir, spec, task, family,
                         family.mode(ft.mode), family.select(task, ft), augmenter, fp)
