@@ -53,16 +53,21 @@ log() { echo "[gpu_round +$(elapsed)s] $*" | tee -a "$OUT/round.log" >&2; }
 allow() { local want=$1 reserve=${2:-20} room; room=$(( $(left) - reserve )); [ "$room" -lt "$want" ] && want=$room; [ "$want" -lt 1 ] && want=1; echo "$want"; }
 
 # ---------------------------------------------------------------- sizes: the GPU's or the toy's
-# the MFU runs (mfu.py's names): GPT-2 compiled with its vocabulary padded to a multiple of 64 (the
-# last round's best), then without dropout too (as the tiny recipes pretrain), beside the Trainer on
-# the same dropout-free model, padded and as it stands; BERT-base only when asked
-MFU_GPT_RUNS="${GPU_ROUND_GPT_RUNS-ours-compiled+pad,ours-compiled+pad+nodrop,hf-compiled+pad+nodrop,hf-compiled+nodrop}"
+# the MFU runs (mfu.py's names): GPT-2 compiled, its vocabulary padded to a multiple of 64 and no
+# dropout (the last round's best), at its batch of 32 sequences; then ours and the Trainer on the
+# same model at WIDE_BATCH sequences a step (the optimizer's step and the clipping, paid once a
+# step, over twice the tokens); BERT-base only when asked. Each run's last PROFILE_STEPS steps
+# (after its timed ones) run under torch.profiler: its top kernels go into mfu.jsonl
+MFU_GPT_RUNS="${GPU_ROUND_GPT_RUNS-ours-compiled+pad+nodrop}"
+MFU_GPT_WIDE_RUNS="${GPU_ROUND_GPT_WIDE_RUNS-ours-compiled+pad+nodrop,hf-compiled+pad+nodrop}"
 MFU_BERT_RUNS="${GPU_ROUND_BERT_RUNS-}"
+PROFILE_STEPS=${GPU_ROUND_PROFILE_STEPS:-3}
 # the pretrainings' budget in wall-clock minutes (train.budget_minutes), each capped at
 # PRETRAIN_STEPS steps; trainings share the GPU, SHARE at once (orchestrate.trainings_per_gpu):
 # at the base sizes on 128-token examples one training leaves most of an H100 idle
 if [ "$DRY" = 1 ]; then
   MFU_ARGS=(--device-check)  # the same runs, each eager (see mfu.py)
+  WIDE_BATCH=${GPU_ROUND_WIDE_BATCH:-4}; PYTEST_WORKERS=0
   FINETUNE_LR=${GPU_ROUND_FINETUNE_LR:-}  # the tiny recipes' own rate
   SIZE=tiny; ACCEL=cpu; PRETRAIN_STEPS=4; FINETUNE_STEPS=4; MINUTES=2; SHARE=1; WARMUP=1
   EXECUTOR=in_process  # on two cores a process per step only costs start-ups (the GPU runs use multiprocess)
@@ -71,6 +76,7 @@ if [ "$DRY" = 1 ]; then
           --set "dataset.objectives=[clm]")
 else
   MFU_ARGS=(--warmup 8 --steps 20 --workers 4)
+  WIDE_BATCH=${GPU_ROUND_WIDE_BATCH:-64}; PYTEST_WORKERS=${GPU_ROUND_PYTEST_WORKERS:-4}
   SIZE=base; ACCEL=gpu; PRETRAIN_STEPS=${GPU_ROUND_PRETRAIN_STEPS:-100000}; FINETUNE_STEPS=${GPU_ROUND_FINETUNE_STEPS:-120}
   MINUTES=${GPU_ROUND_PRETRAIN_MINUTES:-1.5}; SHARE=${GPU_ROUND_SHARE:-10}; WARMUP=50; EXECUTOR=multiprocess
   # the base recipes fine-tune at 3e-5 for 3,000 steps; in a round's few hundred steps at that rate
@@ -140,18 +146,27 @@ if has data; then
 fi
 
 # ---------------------------------------------------------------- 2. MFU, the GPU to itself
-mfu() {
+mfu() {  # model, runs, seconds wanted, then mfu.py's own options
   local model=$1 runs=$2 limit
-  limit=$(allow "$3" 200)
-  log "mfu: $model ($runs), at most ${limit}s"
+  limit=$(allow "$3" "$MFU_AFTER")
+  shift 3
+  log "mfu: $model ($runs $*), at most ${limit}s"
   timeout -k 10 "$limit" "$PY" "$REPO/benchmarks/mfu.py" --model "$model" --runs "$runs" "${MFU_ARGS[@]}" \
-    --json "$OUT/mfu.jsonl" >> "$OUT/mfu.log" 2>&1
+    --profile-steps "$PROFILE_STEPS" "$@" --json "$OUT/mfu.jsonl" >> "$OUT/mfu.log" 2>&1
   log "mfu: $model exit $?"
 }
-if has mfu; then
-  [ -n "$MFU_GPT_RUNS" ] && mfu gpt2 "$MFU_GPT_RUNS" 200
+mfu_runs() {
+  [ -n "$MFU_GPT_RUNS" ] && mfu gpt2 "$MFU_GPT_RUNS" 100
+  [ -n "$MFU_GPT_WIDE_RUNS" ] && mfu gpt2 "$MFU_GPT_WIDE_RUNS" 160 --batch "$WIDE_BATCH"
   [ -n "$MFU_BERT_RUNS" ] && mfu bert-base "$MFU_BERT_RUNS" 110
-fi
+}
+# GPU_ROUND_MFU_LAST=1: the training stages first, each phase of them leaving GPU_ROUND_MFU_RESERVE
+# seconds (default 200) of the budget to the MFU runs after them (the GPU theirs alone once the
+# training stages and the tests are done)
+MFU_LAST=${GPU_ROUND_MFU_LAST:-0}
+TRAIN_RESERVE=25 MFU_AFTER=200  # seconds kept for what follows: after the training stages, after an MFU run
+if has mfu && [ "$MFU_LAST" = 1 ]; then TRAIN_RESERVE=$(( 25 + ${GPU_ROUND_MFU_RESERVE:-200} )) MFU_AFTER=15; fi
+if has mfu && [ "$MFU_LAST" != 1 ]; then mfu_runs; fi
 
 # ---------------------------------------------------------------- 3. training stages, with pytest -m gpu beside them
 if [ -n "$DATA_PID" ]; then
@@ -161,11 +176,12 @@ if [ -n "$DATA_PID" ]; then
 fi
 TEST_PID=""
 if has tests; then
-  limit=$(allow 150 30)
-  log "pytest -m gpu: at most ${limit}s, 100 s per test"
+  limit=$(allow 240 30)
+  WORKERS=(); [ "$PYTEST_WORKERS" -gt 0 ] && WORKERS=(-n "$PYTEST_WORKERS")
+  log "pytest -m gpu: at most ${limit}s, 100 s per test, ${PYTEST_WORKERS} workers"
   # SIGINT at the limit: pytest then stops as on Ctrl-C and still prints its summary line
   (cd "$REPO" && timeout -s INT -k 20 "$limit" "$PY" -m pytest -m gpu tests/training/test_gpu.py -p no:cacheprovider \
-     -o addopts= -q -rA --timeout 100 > "$OUT/pytest_gpu.log" 2>&1; echo "pytest exit $?" >> "$OUT/pytest_gpu.log") &
+     -o addopts= -q -rA --timeout 100 "${WORKERS[@]}" > "$OUT/pytest_gpu.log" 2>&1; echo "pytest exit $?" >> "$OUT/pytest_gpu.log") &
   TEST_PID=$!
 fi
 if has train; then
@@ -175,12 +191,12 @@ if has train; then
   # GPU_ROUND_PRETRAIN_FIRST=0 one run does it all (when the slots hold every pretraining and
   # every control at once, nothing waits, and one run's start-up is saved)
   if [ "${GPU_ROUND_PRETRAIN_FIRST:-1}" = 1 ]; then
-    limit=$(allow 600 25)
+    limit=$(allow 600 $TRAIN_RESERVE)
     log "e2e: pretraining stages ($PRETRAIN_ASSETS), at most ${limit}s"
     timeout -k 15 "$limit" bash -c "$(declare -f e2e); $(declare -p SETS PROJECT WORK OUT PY); e2e --select '$PRETRAIN_ASSETS'"
     log "e2e: pretraining exit $?"
   fi
-  limit=$(allow 600 25)
+  limit=$(allow 600 $TRAIN_RESERVE)
   log "e2e: the training stages left (fine-tuning, the from-scratch controls), evaluate, report, at most ${limit}s"
   timeout -k 15 "$limit" bash -c "$(declare -f e2e); $(declare -p SETS PROJECT WORK OUT PY REST); e2e \"\${REST[@]}\""
   log "e2e: exit $?"
@@ -188,6 +204,11 @@ fi
 if [ -n "$TEST_PID" ]; then
   wait "$TEST_PID"
   log "pytest -m gpu: $(grep -E '(passed|failed|skipped|error)' "$OUT/pytest_gpu.log" | tail -1)"
+fi
+
+if has mfu && [ "$MFU_LAST" = 1 ]; then
+  log "mfu: after the training stages and the tests"
+  mfu_runs
 fi
 
 # ---------------------------------------------------------------- 4. what the run did

@@ -35,6 +35,12 @@ the GPU's own time between the two, from CUDA events recorded at the end of a st
 start of the next (after the batch's copy is queued): time the GPU had no step's work, because
 the host had not yet queued it (the data not ready, or the loop's overhead).
 
+``--profile-steps N``: after the timed window, N more steps run under ``torch.profiler``, and the
+row gains ``kernels``: the device kernels (the CPU's operators on a CPU) with the most time, each
+with its calls and milliseconds per step and its share of all kernel time, and
+``kernel_ms_per_step``, the kernels' total per step (beside ``step_ms``: what is left is time the
+GPU had no kernel running). The profiled steps are not in the timing.
+
 Model FLOPs per token: ``lmforge.models.flops`` (the PaLM paper's appendix B, as nanoGPT counts
 them), the count every training run's ``compute`` record uses: 6 N + 12 L d T, N the parameters
 outside the embedding tables, the tied output layer over the vocabulary counted at the positions
@@ -142,8 +148,12 @@ def attention_kernels(options: set[str], cuda: bool):
 class _Clock:
     """Shared by both loops: step boundaries in, tokens/s and the data wait out."""
 
-    def __init__(self, warmup: int, steps: int, cuda: bool):
+    def __init__(self, warmup: int, steps: int, cuda: bool, profile_steps: int = 0):
         self.warmup, self.steps, self.cuda = warmup, steps, cuda
+        self.profile_steps = profile_steps
+        self.profiler = None
+        self.kernels: list[dict] | None = None  # the profiled steps' top kernels (profile_steps > 0)
+        self.kernel_ms_per_step: float | None = None
         self.done = 0
         self.last_end: float | None = None
         self.wait = 0.0
@@ -188,7 +198,15 @@ class _Clock:
         event.record()
         return event
 
+    @property
+    def total_steps(self) -> int:
+        return self.warmup + self.steps + self.profile_steps
+
     def step_start(self) -> None:
+        if self.profile_steps and self.done == self.warmup + self.steps and self.profiler is None:
+            activity = torch.profiler.ProfilerActivity.CUDA if self.cuda else torch.profiler.ProfilerActivity.CPU
+            self.profiler = torch.profiler.profile(activities=[activity])
+            self.profiler.start()
         now = time.perf_counter()
         if self.t0 is not None and self.t1 is None and self.last_end is not None:
             self.wait += now - self.last_end
@@ -207,6 +225,10 @@ class _Clock:
             self.t1 = time.perf_counter()
         if self.cuda and self.t0 is not None and self.t1 is None:
             self._end_event = self._event()
+        if self.profiler is not None and self.done == self.total_steps:
+            self._sync()
+            self.profiler.stop()
+            self.kernels, self.kernel_ms_per_step = top_kernels(self.profiler, self.profile_steps, self.cuda)
         self.last_end = time.perf_counter()
 
     @property
@@ -221,6 +243,22 @@ class _Clock:
         if self.t0 is None or self.t1 is None:
             raise RuntimeError(f"only {self.done} steps ran; the timed window needs {self.warmup + self.steps}")
         return self.t1 - self.t0
+
+
+def top_kernels(profiler, steps: int, cuda: bool, top: int = 20) -> tuple[list[dict], float]:
+    """The profiled steps' kernels (a CPU's operators without CUDA) by their own time: the ``top``
+    largest, each with calls and ms per step and its share of all kernel time, and the total ms
+    per step."""
+    rows = []
+    for event in profiler.key_averages():
+        own = event.self_device_time_total if cuda else event.self_cpu_time_total  # microseconds
+        if own > 0 and (not cuda or event.device_type == torch.autograd.DeviceType.CUDA):
+            rows.append((own, event.count, event.key))
+    total = sum(own for own, _, _ in rows)
+    rows.sort(reverse=True)
+    return ([{"kernel": key[:160], "calls_per_step": round(count / steps, 2), "ms_per_step": round(own / 1000 / steps, 3),
+              "share": round(own / total, 4)} for own, count, key in rows[:top]],
+            round(total / 1000 / steps, 3))
 
 
 class _LightningClock(pl.Callback):
@@ -239,19 +277,20 @@ def _optim(spec: dict, batch: int, total: int) -> OptimConfig:
                        weight_decay=0.01, gradient_clip=1.0, eval_every=total + 1, eval_batches=None)
 
 
-def run_ours(model, spec, objective, *, batch, warmup, steps, compile, workers, accelerator, work_dir) -> _Clock:
+def run_ours(model, spec, objective, *, batch, warmup, steps, compile, workers, accelerator, work_dir,
+             profile_steps: int = 0) -> _Clock:
     params = Params()
     params.train.accelerator = accelerator
     params.train.compile = bool(compile)
     params.train.compile_mode = compile or "default"
     params.train.checkpoint_every = 10 ** 6
-    optim = _optim(spec, batch, warmup + steps)
+    clock = _Clock(warmup, steps, accelerator == "gpu", profile_steps)
+    optim = _optim(spec, batch, clock.total_steps)
     # as the pretraining stage builds it (its finite-loss check every log_every steps)
     module = LMForgeModule(model, optim, compile=bool(compile), compile_mode=compile or "default",
                            finite_check_every=params.train.log_every)
-    data = ObjectiveDataModule(objective, None, batch_size=batch, micro_steps=warmup + steps, seed=0,
+    data = ObjectiveDataModule(objective, None, batch_size=batch, micro_steps=clock.total_steps, seed=0,
                                pad_id=spec["vocab"].pad or 0, ordered=False, num_workers=workers)
-    clock = _Clock(warmup, steps, accelerator == "gpu")
     # the stage's own callbacks too: its loss history and its progress lines
     history = History(params.train.log_every)
     callbacks = [_LightningClock(clock), history, TrainingProgress(f"mfu {spec['preset']}", history)]
@@ -261,7 +300,8 @@ def run_ours(model, spec, objective, *, batch, warmup, steps, compile, workers, 
     return clock
 
 
-def run_hf(model, spec, objective, *, batch, warmup, steps, compile, workers, accelerator, work_dir) -> _Clock:
+def run_hf(model, spec, objective, *, batch, warmup, steps, compile, workers, accelerator, work_dir,
+           profile_steps: int = 0) -> _Clock:
     from transformers import Trainer, TrainerCallback, TrainingArguments
 
     from lmforge.interop.hf import to_hf
@@ -282,7 +322,7 @@ def run_hf(model, spec, objective, *, batch, warmup, steps, compile, workers, ac
     def collate(examples):
         return {k: v for k, v in data.collate(examples).items() if k in accepted}
 
-    clock = _Clock(warmup, steps, accelerator == "gpu")
+    clock = _Clock(warmup, steps, accelerator == "gpu", profile_steps)
 
     class HFClock(TrainerCallback):
         def on_step_begin(self, args, state, control, **kw):
@@ -291,7 +331,7 @@ def run_hf(model, spec, objective, *, batch, warmup, steps, compile, workers, ac
         def on_step_end(self, args, state, control, **kw):
             clock.step_end()
 
-    total = warmup + steps
+    total = clock.total_steps
     args = TrainingArguments(
         output_dir=str(work_dir), per_device_train_batch_size=batch, max_steps=total, learning_rate=spec["learning_rate"],
         warmup_steps=min(10, total), lr_scheduler_type="cosine", weight_decay=0.01, max_grad_norm=1.0,
@@ -327,6 +367,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--batch", type=int, help="sequences per step (default: the model's)")
     ap.add_argument("--steps", type=int, default=30, help="timed steps")
     ap.add_argument("--warmup", type=int, default=10, help="untimed steps first (compilation happens here)")
+    ap.add_argument("--profile-steps", type=int, default=0,
+                    help="after the timed steps, this many more under torch.profiler: the row's top kernels")
     ap.add_argument("--workers", type=int, default=4, help="DataLoader worker processes, both loops")
     ap.add_argument("--peak-tflops", type=float, help="the GPU's dense bf16 peak (default: from its name)")
     ap.add_argument("--device-check", action="store_true",
@@ -356,7 +398,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     torch.backends.cudnn.allow_tf32 = True
 
     vocab = spec["vocab"]
-    corpus = synthetic_corpus(vocab, spec["first_token"], (warmup + steps) * batch * length * 11 // 10)
+    corpus = synthetic_corpus(vocab, spec["first_token"], (warmup + steps + a.profile_steps) * batch * length * 11 // 10)
     objective = OBJECTIVES[spec["objective"]](corpus, vocab, OBJECTIVES[spec["objective"]].Config(
         **({"block_size": length} if spec["objective"] == "clm" else {"max_length": length})))
     fraction = 1.0 if spec["objective"] == "clm" else predicted_fraction(objective)
@@ -386,13 +428,15 @@ def main(argv: list[str] | None = None) -> list[dict]:
         try:
             with tempfile.TemporaryDirectory() as work, attention_kernels(options, cuda):
                 clock = loop(model, spec, objective, batch=batch, warmup=warmup, steps=steps, compile=compiled,
-                             workers=workers, accelerator=accelerator, work_dir=work)
+                             workers=workers, accelerator=accelerator, work_dir=work, profile_steps=a.profile_steps)
             tokens_per_s = steps * batch * length / clock.seconds
             row.update(tokens_per_s=round(tokens_per_s), step_ms=round(1000 * clock.seconds / steps, 2),
                        host_gap_fraction=round(clock.wait / clock.seconds, 4),
                        data_wait_fraction=round(clock.data_wait / clock.seconds, 4),
                        gpu_idle_fraction=round(clock.gpu_idle / clock.seconds, 4) if cuda else None,
                        peak_memory_gib=round(torch.cuda.max_memory_allocated() / 2 ** 30, 2) if cuda else None)
+            if clock.kernels is not None:
+                row.update(kernel_ms_per_step=clock.kernel_ms_per_step, kernels=clock.kernels)
             if peak:
                 row["mfu"] = round(per_token * tokens_per_s / (peak * 1e12), 4)
         except Exception as exc:  # one failed run is reported; the others still run

@@ -23,20 +23,27 @@ def test_the_dry_round_runs_every_step_and_writes_its_results(tmp_path):
            "GPU_ROUND_SECONDS": "1500", "OMP_NUM_THREADS": "1",
            "GPU_ROUND_BERT_RUNS": "ours-compiled", "GPU_ROUND_FINETUNE_LR": "0.002"}
     # in two calls, as on a lent GPU: the data stages (where a CPU machine prepares the project),
-    # then the stages after them on the folder the first call made
-    for phases in ("mfu,tests,data", "train"):
-        done = subprocess.run(["bash", str(REPO / "benchmarks" / "gpu_round.sh"), "--dry"], env={**env, "GPU_ROUND_PHASES": phases},
+    # then on the folder the first call made the stages after them, the tests beside them and the
+    # MFU runs last
+    for phases, mfu_last in (("data", "0"), ("mfu,tests,train", "1")):
+        done = subprocess.run(["bash", str(REPO / "benchmarks" / "gpu_round.sh"), "--dry"],
+                              env={**env, "GPU_ROUND_PHASES": phases, "GPU_ROUND_MFU_LAST": mfu_last},
                               cwd=tmp_path, capture_output=True, text=True, timeout=1700)
         assert done.returncode == 0, done.stderr[-3000:]
     assert "e2e: data stages start" not in done.stderr  # the second call did not run them again
+    log = done.stderr
+    assert log.index("e2e: exit") < log.index("mfu: after the training stages") < log.index("mfu: gpt2")
     assert sorted(p.name for p in out.iterdir()) == ["e2e.log", "leaderboard.md", "mfu.jsonl", "mfu.log",
                                                      "pytest_gpu.log", "round.log", "stages.csv", "training.csv"]
     # MFU: every run the GPU round times, each through its loop (eager on the CPU), none failed
     rows = [json.loads(line) for line in (out / "mfu.jsonl").read_text().splitlines()]
-    assert [(r["model"], r["run"]) for r in rows] == [("gpt2", "ours-compiled+pad"), ("gpt2", "ours-compiled+pad+nodrop"),
-                                                      ("gpt2", "hf-compiled+pad+nodrop"), ("gpt2", "hf-compiled+nodrop"),
-                                                      ("bert-base", "ours-compiled")]
+    assert [(r["model"], r["run"], r["batch"]) for r in rows] == [
+        ("gpt2", "ours-compiled+pad+nodrop", 2),  # the model's batch (the device check's 2 for GPT-2's 32)
+        ("gpt2", "ours-compiled+pad+nodrop", 4), ("gpt2", "hf-compiled+pad+nodrop", 4),  # the wide batch, both loops
+        ("bert-base", "ours-compiled", 2)]
     assert all("error" not in r and r["tokens_per_s"] > 0 for r in rows), rows
+    # each run's profiled steps: its top kernels (the CPU's operators here)
+    assert all(r["kernels"] and r["kernel_ms_per_step"] > 0 for r in rows), rows
     # the GPU tests were collected and (without CUDA) skipped, with pytest's summary line
     assert "skipped" in (out / "pytest_gpu.log").read_text()
     # the end-to-end run: every step of the data and training stages succeeded, the report was written

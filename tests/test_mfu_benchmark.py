@@ -83,3 +83,32 @@ def test_the_nodrop_run_trains_on_a_cpu_and_says_so():
     rows = load_benchmark("mfu").main(["--model", "gpt2", "--device-check", "--runs", "ours+pad+nodrop"])
     assert "error" not in rows[0], rows[0]
     assert rows[0]["dropout"] is False and rows[0]["vocab_rows"] == 50304
+
+
+def test_the_kernel_table_gives_each_kernels_time_per_step_and_share():
+    from types import SimpleNamespace
+
+    import torch
+
+    mfu = load_benchmark("mfu")
+    cuda, cpu = torch.autograd.DeviceType.CUDA, torch.autograd.DeviceType.CPU
+    events = [SimpleNamespace(key="gemm", count=6, self_device_time_total=3000.0, device_type=cuda),
+              SimpleNamespace(key="softmax", count=3, self_device_time_total=1000.0, device_type=cuda),
+              SimpleNamespace(key="aten::mm", count=6, self_device_time_total=0.0, device_type=cpu),  # a CPU op: left out
+              SimpleNamespace(key="copy", count=9, self_device_time_total=0.0, device_type=cuda)]  # no time: left out
+    profiler = SimpleNamespace(key_averages=lambda: events)
+    kernels, per_step = mfu.top_kernels(profiler, steps=3, cuda=True)
+    assert per_step == 1.333  # 4 ms of kernels over 3 steps
+    assert kernels == [{"kernel": "gemm", "calls_per_step": 2.0, "ms_per_step": 1.0, "share": 0.75},
+                       {"kernel": "softmax", "calls_per_step": 1.0, "ms_per_step": 0.333, "share": 0.25}]
+
+
+def test_profiled_steps_follow_the_timed_window_and_report_their_kernels():
+    rows = load_benchmark("mfu").main(["--model", "gpt2", "--device-check", "--runs", "ours", "--profile-steps", "2"])
+    row = rows[0]
+    assert "error" not in row, row
+    assert row["steps"] == 2  # the profiled steps are not timed
+    names = [k["kernel"] for k in row["kernels"]]
+    assert any(name in ("aten::mm", "aten::addmm", "aten::linear") for name in names), names
+    assert 0 < sum(k["share"] for k in row["kernels"]) <= 1.0001
+    assert sum(k["ms_per_step"] for k in row["kernels"]) <= row["kernel_ms_per_step"] + 0.01 * len(names)
