@@ -312,7 +312,7 @@ def _select(tmp_path, script: dict[int, float], *, max_steps: int, patience=None
                                 best_on_loss=False)
     last = tmp_path / "run" / "checkpoints" / "last.ckpt"
     trainer.fit(module, datamodule=data, ckpt_path=str(last) if resume else None, weights_only=True)
-    selection.finish(trainer, module)
+    selection.finish(trainer, module, module.device)
     return selection, trainer, module, seen, history
 
 

@@ -49,6 +49,8 @@ def test_bf16_pretraining_of_every_architecture_on_the_gpu(project, arch):
     first, last = _mean(losses[s] for s in range(1, 6)), _mean(losses[s] for s in range(steps - 4, steps + 1))
     assert last < first, (arch, losses)
     assert math.isfinite(metrics["validation"]["loss"])
+    # the final evaluation ran on the GPU, not on the CPU Lightning's teardown moves the model to
+    assert metrics["compute"]["device"] == torch.cuda.get_device_name()
 
 
 @pytest.mark.parametrize("arch", ARCHITECTURE_NAMES)
@@ -61,6 +63,7 @@ def test_fine_tuning_of_every_architecture_on_the_gpu_keeps_and_restores_its_bes
     params = load_params(project / "params.yaml")
     metrics = run_finetune(params, arch, str(project / "task"), from_scratch=True, log=lambda line: None)
     assert metrics["init"] == "scratch" and metrics["selection"]["best_step"] is not None, metrics
+    assert metrics["compute"]["device"] == torch.cuda.get_device_name()  # scored on the GPU too
 
 
 @pytest.mark.slow

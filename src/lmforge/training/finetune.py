@@ -72,7 +72,7 @@ from .finetune_plan import FinetunePlan, plan_finetune
 from .module import LMForgeModule, balanced_class_weights
 from .phases import PhaseClock
 from .progress import TrainingProgress
-from .run import History, build_trainer, check_trainable, start_attempt, world_size
+from .run import History, build_trainer, check_trainable, evaluation_device, start_attempt, world_size
 
 
 class ExampleList:
@@ -141,19 +141,24 @@ def run_finetune(params: Params, arch: str, task_spec: str, *, from_scratch: boo
                     weights_only=True)
         if not trainer.is_global_zero:
             return {}
-        selection.finish(trainer, module)  # the best validation weights, before the test split is scored
+        # scored on the device it trained on: Lightning's teardown at the end of fit has moved the
+        # model to the CPU
+        device = evaluation_device(params.train)
+        model.to(device)
+        selection.finish(trainer, module, device)  # the best validation weights, before the test split is scored
         phases.mark("best_weights")
-        results = {"validation": validation_scorer(model, module.device)}
+        results = {"validation": validation_scorer(model, device)}
         results["test"], test_record = family.score_test(inputs, task, arch, tok_dir, data.collate, model,
-                                                         module.device)  # classification: its confusion matrix too
+                                                         device)  # classification: its confusion matrix too
         phases.mark("scoring")
         baselines = family.baselines(task, params.train.seed)
         phases.mark("baselines")  # the task's own baselines, fitted here (bag of words: a logistic regression)
         metrics = finetune_metrics(plan, preset=preset, steps=trainer.global_step, selection=selection,
                                    history=history, results=results, test_record=test_record, baselines=baselines,
-                                   budget=budget, options=options, model=model, device=module.device,
+                                   budget=budget, options=options, model=model, device=device,
                                    collate=data.collate, inputs=inputs, seconds=time.time() - started,
                                    cpu_seconds=time.process_time() - cpu_started, run_id=tracker.run_id)
+        model.cpu()
         save_finetune_outputs(plan, attempt.staging, metrics, model=model, preset=preset, head=head,
                               overrides=overrides, inputs=inputs, history=history, tracker=tracker, log=log)
         phases.mark("outputs")

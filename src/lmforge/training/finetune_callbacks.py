@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import lightning.pytorch as pl
+import torch
 from torch import nn
 
 Evaluate = Callable[[nn.Module, Any], dict[str, float]]
@@ -122,12 +123,13 @@ class BestOnValidation(pl.Callback):
             if int(old.name.removeprefix("best-step-").removesuffix(".safetensors")) not in keep:
                 old.unlink(missing_ok=True)
 
-    def finish(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        """After ``fit`` (rank 0): score the last step if no evaluation did, then load the best
-        weights into the model (and drop the other weights files)."""
+    def finish(self, trainer: pl.Trainer, pl_module: pl.LightningModule, device: torch.device) -> None:
+        """After ``fit`` (rank 0): score the last step on ``device`` (where the model now is) if
+        no evaluation did, then load the best weights into the model (and drop the other weights
+        files)."""
         step = trainer.global_step
         if step != self.last_step:
-            self._record(step, self.evaluate(pl_module.model, pl_module.device), pl_module.model, rank_zero=True)
+            self._record(step, self.evaluate(pl_module.model, device), pl_module.model, rank_zero=True)
         path = self.weights_file(self.best_step) if self.best_step is not None else None
         if path is None or not path.exists():
             raise RuntimeError(f"no weights of the best validation step ({self.best_step}) in {self.weights_dir}")

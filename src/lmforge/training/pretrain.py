@@ -151,8 +151,13 @@ def run_pretrain(params: Params, arch: str, *, log: Callable[[str], None] = prin
         trainer.fit(module, datamodule=data, ckpt_path=str(resume) if resume else None, weights_only=True)
         if not trainer.is_global_zero:
             return {}
-        # intrinsic evaluation on the whole validation split, against the unigram baseline of the train targets
-        final = intrinsic(module.device)
+        # intrinsic evaluation on the whole validation split, against the unigram baseline of the train
+        # targets, on the device it trained on: Lightning's teardown at the end of fit has moved the
+        # model to the CPU (where a base model's pass beside a GPU took minutes)
+        device = evaluation_device(params.train)
+        model.to(device)
+        final = intrinsic(device)
+        model.cpu()
         phases.mark("final_evaluation")
         metrics = {
             "architecture": arch, "objective": recipe.objective, "tokenizer": kind, "preset": size.preset,
@@ -163,7 +168,7 @@ def run_pretrain(params: Params, arch: str, *, log: Callable[[str], None] = prin
             "compute": compute_record(model, tokens=history.tokens, examples=module.micro_steps_done * batch_size * world_size(),
                                       seconds=time.time() - started, cpu_seconds=time.process_time() - cpu_started,
                                       predicted_fraction=predicted,
-                                      device=device_name(module.device),
+                                      device=device_name(device),
                                       devices=world_size()),
             "mlflow_run_id": tracker.run_id,
         }

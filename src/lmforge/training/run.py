@@ -118,7 +118,9 @@ def resolve_precision(cfg: TrainConfig) -> str:
 
 def evaluation_device(cfg: TrainConfig) -> torch.device:
     """Where this process evaluates a model outside the Trainer (the untrained model's validation
-    loss): the GPU it trains on (its local rank's) when it trains on one, else the CPU."""
+    loss, and after ``fit``, whose teardown leaves the model on the CPU, the final evaluation and a
+    fine-tuning's scoring): the GPU it trains on (its local rank's) when it trains on one, else the
+    CPU."""
     if cfg.accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available():
         return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
     return torch.device("cpu")
