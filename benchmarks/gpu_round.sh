@@ -20,6 +20,8 @@
 #   4. stages.csv (each Dagster step's time), training.csv (each finished training: its timings,
 #      a fine-tuning's test accuracy) and leaderboard.md (the transfer table).
 # Parameters reach the pipeline through --set only: the project's params.yaml is never rewritten.
+# Before anything runs, every module the round imports is looked up (GPU_ROUND_NEEDS adds names):
+# one that is missing stops the round at once, with its name.
 # The scratch project lives in GPU_ROUND_WORK (default /tmp/lmforge-gpu-round), made by this
 # script (a folder there that this script did not make is refused).
 set -uo pipefail
@@ -113,6 +115,21 @@ log "repo $REPO, out $OUT, work $WORK, budget ${BUDGET}s, dry=$DRY"
   "$PY" -c "import sys, torch, lightning, transformers; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'lightning', lightning.__version__, 'transformers', transformers.__version__); print('gpu', torch.cuda.get_device_name() if torch.cuda.is_available() else None)"
   nproc
 } >> "$OUT/round.log" 2>&1
+
+# ---------------------------------------------------------------- 0. what the round imports, checked first
+# a module missing on the GPU machine (a package not carried) is found here, in seconds, not when
+# the stages and the tests reach it (the fifth try lost its training stages to dvc and pycld2)
+NEEDS=(dagster dagster_pipes dvc pycld2 mlflow seqeval rouge_score sacrebleu lightning transformers tokenizers
+       filelock xxhash pydantic yaml pandas pyarrow sklearn scipy safetensors fsspec matplotlib pytest_timeout)
+[ "$PYTEST_WORKERS" -gt 0 ] && NEEDS+=(xdist)
+# shellcheck disable=SC2206
+NEEDS+=(${GPU_ROUND_NEEDS:-})
+MISSING=$("$PY" -c 'import importlib.util, sys; print(" ".join(m for m in sys.argv[1:] if importlib.util.find_spec(m) is None))' \
+  "${NEEDS[@]}") || MISSING="(the check itself failed)"
+if [ -n "$MISSING" ]; then
+  log "error: $PY cannot import: $MISSING (carry the packages as wheels); nothing was run"
+  exit 2
+fi
 
 # ---------------------------------------------------------------- 1. the scratch project, its data stages
 if [ -e "$WORK" ] && [ ! -f "$WORK/.gpu_round" ]; then

@@ -107,3 +107,14 @@ def test_the_report_lists_each_finished_training_and_the_gains_where_both_arms_f
     # BERT's control did not finish: no gain for it
     assert report.transfer_gains(report.training_rows(models)) == [("gpt", "task", 0.70, 0.66)]
     assert "gpt on task: test accuracy 0.7000 pretrained, 0.6600 from scratch, gain +4.0 points" in capsys.readouterr().out
+
+
+def test_the_round_stops_before_anything_runs_when_a_module_it_imports_is_missing(tmp_path):
+    out, work = tmp_path / "out", tmp_path / "work"
+    env = {**os.environ, "OUT": str(out), "GPU_ROUND_WORK": str(work), "PYTHON": sys.executable,
+           "GPU_ROUND_NEEDS": "lmforge_no_such_module"}
+    done = subprocess.run(["bash", str(REPO / "benchmarks" / "gpu_round.sh"), "--dry"], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2
+    assert "cannot import: lmforge_no_such_module (carry the packages as wheels)" in done.stderr
+    assert not work.exists() and not (out / "mfu.jsonl").exists()  # no project made, no MFU run
