@@ -55,13 +55,14 @@ log() { echo "[gpu_round +$(elapsed)s] $*" | tee -a "$OUT/round.log" >&2; }
 allow() { local want=$1 reserve=${2:-20} room; room=$(( $(left) - reserve )); [ "$room" -lt "$want" ] && want=$room; [ "$want" -lt 1 ] && want=1; echo "$want"; }
 
 # ---------------------------------------------------------------- sizes: the GPU's or the toy's
-# the MFU runs (mfu.py's names): GPT-2 compiled, its vocabulary padded to a multiple of 64 and no
-# dropout (the last round's best), at its batch of 32 sequences; then ours and the Trainer on the
-# same model at WIDE_BATCH sequences a step (the optimizer's step and the clipping, paid once a
-# step, over twice the tokens); BERT-base only when asked. Each run's last PROFILE_STEPS steps
-# (after its timed ones) run under torch.profiler: its top kernels go into mfu.jsonl
-MFU_GPT_RUNS="${GPU_ROUND_GPT_RUNS-ours-compiled+pad+nodrop}"
-MFU_GPT_WIDE_RUNS="${GPU_ROUND_GPT_WIDE_RUNS-ours-compiled+pad+nodrop,hf-compiled+pad+nodrop}"
+# the MFU runs (mfu.py's names): GPT-2 with its vocabulary padded to a multiple of 64 and no
+# dropout, at WIDE_BATCH sequences a step (the fifth try's best: 64), compiled, then its compiled
+# step replayed as CUDA graphs (the fifth try's profile: 6% of the step had no kernel running),
+# beside the Trainer; GPU_ROUND_GPT_RUNS adds runs at GPT-2's own batch of 32; BERT-base only when
+# asked. Each run's last PROFILE_STEPS steps (after its timed ones) run under torch.profiler: its
+# top kernels go into mfu.jsonl
+MFU_GPT_RUNS="${GPU_ROUND_GPT_RUNS-}"
+MFU_GPT_WIDE_RUNS="${GPU_ROUND_GPT_WIDE_RUNS-ours-compiled+pad+nodrop,ours-cudagraphs+pad+nodrop,hf-compiled+pad+nodrop}"
 MFU_BERT_RUNS="${GPU_ROUND_BERT_RUNS-}"
 PROFILE_STEPS=${GPU_ROUND_PROFILE_STEPS:-3}
 # the pretrainings' budget in wall-clock minutes (train.budget_minutes), each capped at
@@ -174,7 +175,7 @@ mfu() {  # model, runs, seconds wanted, then mfu.py's own options
 }
 mfu_runs() {
   [ -n "$MFU_GPT_RUNS" ] && mfu gpt2 "$MFU_GPT_RUNS" 100
-  [ -n "$MFU_GPT_WIDE_RUNS" ] && mfu gpt2 "$MFU_GPT_WIDE_RUNS" 160 --batch "$WIDE_BATCH"
+  [ -n "$MFU_GPT_WIDE_RUNS" ] && mfu gpt2 "$MFU_GPT_WIDE_RUNS" 230 --batch "$WIDE_BATCH"
   [ -n "$MFU_BERT_RUNS" ] && mfu bert-base "$MFU_BERT_RUNS" 110
 }
 # GPU_ROUND_MFU_LAST=1: the training stages first, each phase of them leaving GPU_ROUND_MFU_RESERVE

@@ -21,7 +21,8 @@ def test_the_dry_round_runs_every_step_and_writes_its_results(tmp_path):
     out, work = tmp_path / "out", tmp_path / "work"
     env = {**os.environ, "OUT": str(out), "GPU_ROUND_WORK": str(work), "PYTHON": sys.executable,
            "GPU_ROUND_SECONDS": "1500", "OMP_NUM_THREADS": "1",
-           "GPU_ROUND_BERT_RUNS": "ours-compiled", "GPU_ROUND_FINETUNE_LR": "0.002"}
+           "GPU_ROUND_BERT_RUNS": "ours-compiled", "GPU_ROUND_GPT_RUNS": "ours-compiled+pad+nodrop",
+           "GPU_ROUND_FINETUNE_LR": "0.002"}
     # in two calls, as on a lent GPU: the data stages (where a CPU machine prepares the project),
     # then on the folder the first call made the stages after them, the tests beside them and the
     # MFU runs last
@@ -38,8 +39,9 @@ def test_the_dry_round_runs_every_step_and_writes_its_results(tmp_path):
     # MFU: every run the GPU round times, each through its loop (eager on the CPU), none failed
     rows = [json.loads(line) for line in (out / "mfu.jsonl").read_text().splitlines()]
     assert [(r["model"], r["run"], r["batch"]) for r in rows] == [
-        ("gpt2", "ours-compiled+pad+nodrop", 2),  # the model's batch (the device check's 2 for GPT-2's 32)
-        ("gpt2", "ours-compiled+pad+nodrop", 4), ("gpt2", "hf-compiled+pad+nodrop", 4),  # the wide batch, both loops
+        ("gpt2", "ours-compiled+pad+nodrop", 2),  # the model's batch (the device check's 2 for GPT-2's 32), asked for
+        ("gpt2", "ours-compiled+pad+nodrop", 4), ("gpt2", "ours-cudagraphs+pad+nodrop", 4),  # the wide batch
+        ("gpt2", "hf-compiled+pad+nodrop", 4),
         ("bert-base", "ours-compiled", 2)]
     assert all("error" not in r and r["tokens_per_s"] > 0 for r in rows), rows
     # each run's profiled steps: its top kernels (the CPU's operators here)
