@@ -20,8 +20,10 @@
 #   4. stages.csv (each Dagster step's time), training.csv (each finished training: its timings,
 #      a fine-tuning's test accuracy) and leaderboard.md (the transfer table).
 # Parameters reach the pipeline through --set only: the project's params.yaml is never rewritten.
-# Before anything runs, every module the round imports is looked up (GPU_ROUND_NEEDS adds names):
-# one that is missing stops the round at once, with its name.
+# Packages the GPU machine lacks can come as a folder of wheels (GPU_ROUND_WHEELS): the round installs
+# those whose distribution is not there already. Then, before anything runs, every module the round
+# imports is looked up (GPU_ROUND_NEEDS adds names): one that is missing stops the round at once,
+# with its name.
 # The scratch project lives in GPU_ROUND_WORK (default /tmp/lmforge-gpu-round), made by this
 # script (a folder there that this script did not make is refused).
 set -uo pipefail
@@ -117,7 +119,40 @@ log "repo $REPO, out $OUT, work $WORK, budget ${BUDGET}s, dry=$DRY"
   nproc
 } >> "$OUT/round.log" 2>&1
 
-# ---------------------------------------------------------------- 0. what the round imports, checked first
+# ---------------------------------------------------------------- 1. the scratch project, its data stages
+if [ -e "$WORK" ] && [ ! -f "$WORK/.gpu_round" ]; then
+  log "error: $WORK exists and was not made by this script; set GPU_ROUND_WORK to a new folder"
+  exit 2
+fi
+mkdir -p "$WORK/dagster" && touch "$WORK/.gpu_round"
+
+# packages carried as wheels (GPU_ROUND_WHEELS, a folder of them): those of a distribution the
+# machine already has are left out (its own stay as they are), the others are installed into
+# $WORK/site, which goes on PYTHONPATH for every process of the round
+if [ -n "${GPU_ROUND_WHEELS:-}" ]; then
+  shopt -s nullglob
+  mapfile -t WHEELS < <("$PY" - "$GPU_ROUND_WHEELS"/*.whl <<'EOF'
+import importlib.metadata, re, sys
+from pathlib import Path
+for wheel in sys.argv[1:]:
+    name = re.sub(r"[-_.]+", "-", Path(wheel).name.split("-")[0]).lower()
+    try:
+        importlib.metadata.distribution(name)
+    except importlib.metadata.PackageNotFoundError:
+        print(wheel)
+EOF
+  )
+  ALL=("$GPU_ROUND_WHEELS"/*.whl)
+  shopt -u nullglob
+  log "wheels: ${#WHEELS[@]} of ${#ALL[@]} in $GPU_ROUND_WHEELS to install (the others' packages are here already)"
+  if [ "${#WHEELS[@]}" -gt 0 ]; then
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$WORK/site" "${WHEELS[@]}" \
+      >> "$OUT/round.log" 2>&1 || { log "error: the wheels did not install (round.log)"; exit 2; }
+  fi
+  export PYTHONPATH="$PYTHONPATH:$WORK/site"
+fi
+
+# ---------------------------------------------------------------- what the round imports, checked first
 # a module missing on the GPU machine (a package not carried) is found here, in seconds, not when
 # the stages and the tests reach it (the fifth try lost its training stages to dvc and pycld2)
 NEEDS=(dagster dagster_pipes dvc pycld2 mlflow seqeval rouge_score sacrebleu lightning transformers tokenizers
@@ -132,12 +167,6 @@ if [ -n "$MISSING" ]; then
   exit 2
 fi
 
-# ---------------------------------------------------------------- 1. the scratch project, its data stages
-if [ -e "$WORK" ] && [ ! -f "$WORK/.gpu_round" ]; then
-  log "error: $WORK exists and was not made by this script; set GPU_ROUND_WORK to a new folder"
-  exit 2
-fi
-mkdir -p "$WORK/dagster" && touch "$WORK/.gpu_round"
 PROJECT="$WORK/project"
 [ -f "$PROJECT/params.yaml" ] || "$PY" -m lmforge.cli init "$PROJECT" >> "$OUT/e2e.log" 2>&1 || { log "error: lmforge init failed (e2e.log)"; exit 1; }
 cp "$REPO/dagster_project/dagster.yaml" "$WORK/dagster/dagster.yaml"

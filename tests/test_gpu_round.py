@@ -111,12 +111,36 @@ def test_the_report_lists_each_finished_training_and_the_gains_where_both_arms_f
     assert "gpt on task: test accuracy 0.7000 pretrained, 0.6600 from scratch, gain +4.0 points" in capsys.readouterr().out
 
 
-def test_the_round_stops_before_anything_runs_when_a_module_it_imports_is_missing(tmp_path):
-    out, work = tmp_path / "out", tmp_path / "work"
+def _wheel(folder: Path, dist: str, module: str) -> Path:
+    """A one-module wheel, ``dist`` 0.1, written by hand (no build tool)."""
+    import base64
+    import hashlib
+    import zipfile
+
+    files = {f"{module}/__init__.py": b"PROBE = 1\n",
+             f"{dist}-0.1.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.1\n".encode(),
+             f"{dist}-0.1.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    record = "".join(f"{name},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},{len(data)}\n"
+                     for name, data in files.items()) + f"{dist}-0.1.dist-info/RECORD,,\n"
+    path = folder / f"{dist}-0.1-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as z:
+        for name, data in {**files, f"{dist}-0.1.dist-info/RECORD": record.encode()}.items():
+            z.writestr(name, data)
+    return path
+
+
+def test_carried_wheels_are_installed_unless_present_and_a_missing_module_stops_the_round_at_once(tmp_path):
+    out, work, wheels = tmp_path / "out", tmp_path / "work", tmp_path / "wheels"
+    wheels.mkdir()
+    _wheel(wheels, "lmforge_probe", "lmforge_probe")
+    _wheel(wheels, "filelock", "filelock_shadow")  # a distribution this Python has: left out
     env = {**os.environ, "OUT": str(out), "GPU_ROUND_WORK": str(work), "PYTHON": sys.executable,
-           "GPU_ROUND_NEEDS": "lmforge_no_such_module"}
+           "GPU_ROUND_WHEELS": str(wheels), "GPU_ROUND_NEEDS": "lmforge_probe lmforge_no_such_module"}
     done = subprocess.run(["bash", str(REPO / "benchmarks" / "gpu_round.sh"), "--dry"], env=env, cwd=tmp_path,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 2
+    assert f"wheels: 1 of 2 in {wheels} to install" in done.stderr
+    assert (work / "site" / "lmforge_probe" / "__init__.py").exists() and not (work / "site" / "filelock_shadow").exists()
+    # the installed module is found; the one nothing provides is named, and nothing else ran
     assert "cannot import: lmforge_no_such_module (carry the packages as wheels)" in done.stderr
-    assert not work.exists() and not (out / "mfu.jsonl").exists()  # no project made, no MFU run
+    assert not (work / "project").exists() and not (out / "mfu.jsonl").exists()
