@@ -135,14 +135,15 @@ def test_curve_arguments_are_checked(transfer, capsys, argv, message):
 
 def test_the_profile_pretrains_each_architecture_for_its_recipes_time_to_pay(transfer, monkeypatch):
     """--time-to-pay: the recipe's measured minutes; the cap where it records none (ELMo) or none
-    of its measured budgets paid (XLNet)."""
+    of its measured budgets paid (BART)."""
     from lmforge.config import load_params
 
     repo = Path(__file__).resolve().parents[1]
     monkeypatch.chdir(repo)
     said = []
-    plan = transfer.time_to_pay_plan(load_params(repo / "params.yaml"), ["bert", "xlnet", "elmo"], 6.0, said.append)
-    assert plan == {"bert": [4.0], "xlnet": [6.0], "elmo": [6.0]}
+    plan = transfer.time_to_pay_plan(load_params(repo / "params.yaml"), ["bert", "bart", "elmo"], 6.0, said.append)
+    assert plan == {"bert": [4.0], "bart": [6.0], "elmo": [6.0]}
     assert said[0].startswith("== bert: its time to pay, 4 minutes (BENCHMARKS.md: 2026-11-27: time to pay")
+    assert said[1] == "== bart: no measured time to pay in its recipe; the cap, 6 minutes"
     assert said[2] == "== elmo: no measured time to pay in its recipe; the cap, 6 minutes"
     assert transfer.parse_args(["--time-to-pay"]).time_to_pay == 8.0
