@@ -16,7 +16,8 @@
 #      to itself: nothing else uses it meanwhile);
 #   3. then the end-to-end run's training stages (every architecture pretrained for a short budget,
 #      fine-tuned, and fine-tuned from scratch as the control), evaluate and report, while
-#      `pytest -m gpu` runs beside it with a per-test time limit;
+#      `pytest -m gpu` runs beside it with a per-test time limit (with GPU_ROUND_MFU_LAST=1 the
+#      MFU runs of 2. come after these instead, the GPU again theirs alone);
 #   4. stages.csv (each Dagster step's time), training.csv (each finished training: its timings,
 #      a fine-tuning's test accuracy) and leaderboard.md (the transfer table).
 # Parameters reach the pipeline through --set only: the project's params.yaml is never rewritten.
