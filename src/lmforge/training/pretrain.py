@@ -111,19 +111,23 @@ def run_pretrain(params: Params, arch: str, *, log: Callable[[str], None] = prin
     predicted = labelled_fraction(first_batches)
     bytes_per_token = tokenizer_bytes_per_token(tok_dir)
 
-    def intrinsic(device) -> dict[str, float]:
-        return evaluate_lm(model, data.validation_loader(params.evaluate.validation_batches), recipe.objective,
-                           vocab_size=vocab.size, unigram_counts=counts, bytes_per_token=bytes_per_token,
-                           carry_memory=carry_memory, device=device, precision=resolve_precision(params.train))
+    # the stage's own validation passes run on the device it trains on (on a CPU beside a GPU a base
+    # model's pass took minutes), the model back on the CPU after each: the Trainer places it (and
+    # builds the optimizer) as on a run without the first pass, and its teardown at the end of fit
+    # leaves it on the CPU before the last
+    device = evaluation_device(params.train)
 
-    # where the untrained model stands (the same initial weights on a resumed run: same seed), on
-    # the device it trains on: on a CPU beside a GPU a base model's pass took minutes
-    start = None
-    if data.val_data is not None:
-        device = evaluation_device(params.train)
+    def intrinsic() -> dict[str, float]:
         model.to(device)
-        start = intrinsic(device)
-        model.cpu()  # the Trainer places it (and builds the optimizer) as on a run without this pass
+        try:
+            return evaluate_lm(model, data.validation_loader(params.evaluate.validation_batches), recipe.objective,
+                               vocab_size=vocab.size, unigram_counts=counts, bytes_per_token=bytes_per_token,
+                               carry_memory=carry_memory, device=device, precision=resolve_precision(params.train))
+        finally:
+            model.cpu()
+
+    # where the untrained model stands (the same initial weights on a resumed run: same seed)
+    start = intrinsic() if data.val_data is not None else None
     phases.mark("baselines")  # the unigram counts from the first batches, the untrained model's validation
 
     from .. import tracking
@@ -151,13 +155,8 @@ def run_pretrain(params: Params, arch: str, *, log: Callable[[str], None] = prin
         trainer.fit(module, datamodule=data, ckpt_path=str(resume) if resume else None, weights_only=True)
         if not trainer.is_global_zero:
             return {}
-        # intrinsic evaluation on the whole validation split, against the unigram baseline of the train
-        # targets, on the device it trained on: Lightning's teardown at the end of fit has moved the
-        # model to the CPU (where a base model's pass beside a GPU took minutes)
-        device = evaluation_device(params.train)
-        model.to(device)
-        final = intrinsic(device)
-        model.cpu()
+        # intrinsic evaluation on the whole validation split, against the unigram baseline of the train targets
+        final = intrinsic()
         phases.mark("final_evaluation")
         metrics = {
             "architecture": arch, "objective": recipe.objective, "tokenizer": kind, "preset": size.preset,
